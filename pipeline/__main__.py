@@ -1,0 +1,7 @@
+"""Entry point for `python -m pipeline`."""
+
+import sys
+
+from pipeline.cli import main
+
+sys.exit(main())

@@ -1,0 +1,261 @@
+"""Typed settings read from one TOML file (plus environment overrides); every default lives here."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline import __version__
+
+DEFAULT_CONFIG_FILE = "monitor.toml"
+ENV_CONFIG = "DRIFTWATCH_CONFIG"
+ENV_DATA_DIR = "DRIFTWATCH_DATA_DIR"
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_RERANKER = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+DEFAULT_USER_AGENT = f"driftwatch/{__version__} (+https://github.com/driftwatch/driftwatch)"
+
+# The retrieval pipelines every run can evaluate; `retrieval.py` implements each name.
+PIPELINES = ("bm25", "dense", "hybrid", "hybrid_rerank")
+DENSE_INDEXES = ("flat", "hnsw")
+BM25_METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
+STOPWORDS = ("en", "none")
+
+
+class ConfigError(Exception):
+    """A configuration file that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """One feed: an http(s) `url`, or a `path` to a feed file or a folder of dated feed files."""
+
+    name: str
+    url: str | None = None
+    path: Path | None = None
+
+
+@dataclass(frozen=True)
+class FetchConfig:
+    timeout: float = 20.0
+    max_bytes: int = 10_000_000
+    user_agent: str = DEFAULT_USER_AGENT
+
+
+@dataclass(frozen=True)
+class EmbedderConfig:
+    model: str = DEFAULT_MODEL
+    batch_size: int = 64
+    device: str = "cpu"
+    # Keep only the first N dimensions (Matryoshka-style truncation); None keeps them all.
+    truncate_dim: int | None = None
+
+
+@dataclass(frozen=True)
+class ChunkingConfig:
+    size: int = 128  # words per chunk
+    overlap: int = 32  # words shared by consecutive chunks
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    pipelines: tuple[str, ...] = ("bm25", "dense", "hybrid")
+    k: tuple[int, ...] = (1, 3, 5, 10)
+    candidate_depth: int = 50  # documents each branch contributes (and every pipeline returns)
+    rrf_k: int = 60
+    dense_index: str = "flat"
+    hnsw_m: int = 32
+    hnsw_ef_search: int = 128
+
+
+@dataclass(frozen=True)
+class Bm25Config:
+    k1: float = 1.5
+    b: float = 0.75
+    method: str = "lucene"
+    stopwords: str = "en"
+
+
+@dataclass(frozen=True)
+class RerankConfig:
+    model: str = DEFAULT_RERANKER
+    depth: int = 20  # top documents of the hybrid list re-scored by the cross-encoder
+    batch_size: int = 32
+
+
+@dataclass(frozen=True)
+class CorpusConfig:
+    # Documents published (or first seen) more than this many days before the run date are
+    # marked deleted; None keeps everything.
+    max_age_days: int | None = None
+
+
+@dataclass(frozen=True)
+class Config:
+    data_dir: Path
+    gold: Path
+    sources: tuple[SourceConfig, ...] = ()
+    fetch: FetchConfig = field(default_factory=FetchConfig)
+    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
+    chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    bm25: Bm25Config = field(default_factory=Bm25Config)
+    rerank: RerankConfig = field(default_factory=RerankConfig)
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    file: Path | None = None  # where it was read from (not a setting)
+
+    def config_hash(self) -> str:
+        """A short hash of every setting that changes what a run measures."""
+        settings = {
+            name: dataclasses.asdict(getattr(self, name))
+            for name in ("embedder", "chunking", "retrieval", "bm25", "rerank", "corpus")
+        }
+        blob = json.dumps(settings, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with whole sections or top-level settings replaced."""
+        return dataclasses.replace(self, **changes)
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, where: str, base: Path) -> Any:
+    """Check `value` against the annotation `tp`; return it converted (lists to tuples, paths resolved)."""
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, where, base)
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _coerce(value, options[0], where, base)
+    if origin is tuple:
+        item = typing.get_args(tp)[0]
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        return tuple(_coerce(v, item, f"{where}[{i}]", base) for i, v in enumerate(value))
+    if tp is Path:
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{where}: expected a path string, got {value!r}")
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else (base / path)
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp in (int, float, str, bool) and (type(value) is not tp):
+        raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r}")
+    return value
+
+
+def _build(cls: type, table: Any, where: str, base: Path) -> Any:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: expected a table, got {table!r}")
+    prefix = f"{where}." if where else ""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name for f in dataclasses.fields(cls) if f.name != "file"}
+    unknown = sorted(set(table) - fields)
+    if unknown:
+        raise ConfigError(f"unknown key {prefix}{unknown[0]} (valid keys here: {', '.join(sorted(fields))})")
+    values = {}
+    for name, value in table.items():
+        values[name] = _coerce(value, hints[name], prefix + name, base)
+    try:
+        return cls(**values)
+    except TypeError:  # a required key is missing
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in values
+                   and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        raise ConfigError(f"missing required key {prefix}{missing[0]}") from None
+
+
+def _check(cfg: Config, src: str) -> None:
+    """Value checks that types alone cannot express; every message names the key."""
+
+    def bad(key: str, why: str) -> ConfigError:
+        return ConfigError(f"{src}: {key}: {why}")
+
+    if cfg.fetch.timeout <= 0:
+        raise bad("fetch.timeout", "must be > 0 seconds")
+    if cfg.fetch.max_bytes <= 0:
+        raise bad("fetch.max_bytes", "must be > 0")
+    if cfg.embedder.batch_size <= 0:
+        raise bad("embedder.batch_size", "must be > 0")
+    if cfg.embedder.truncate_dim is not None and cfg.embedder.truncate_dim <= 0:
+        raise bad("embedder.truncate_dim", "must be > 0")
+    if cfg.chunking.size <= 0:
+        raise bad("chunking.size", "must be > 0 words")
+    if not 0 <= cfg.chunking.overlap < cfg.chunking.size:
+        raise bad("chunking.overlap", f"must be >= 0 and smaller than chunking.size ({cfg.chunking.size})")
+    r = cfg.retrieval
+    if not r.pipelines:
+        raise bad("retrieval.pipelines", f"name at least one of {', '.join(PIPELINES)}")
+    for name in r.pipelines:
+        if name not in PIPELINES:
+            raise bad("retrieval.pipelines", f"unknown pipeline {name!r} (valid: {', '.join(PIPELINES)})")
+    if len(set(r.pipelines)) != len(r.pipelines):
+        raise bad("retrieval.pipelines", "a pipeline is listed twice")
+    if not r.k or any(k <= 0 for k in r.k) or len(set(r.k)) != len(r.k):
+        raise bad("retrieval.k", "give distinct positive integers, e.g. [1, 3, 5, 10]")
+    if r.candidate_depth < max(r.k):
+        raise bad("retrieval.candidate_depth", f"must be >= the largest k ({max(r.k)})")
+    if r.rrf_k < 0:
+        raise bad("retrieval.rrf_k", "must be >= 0")
+    if r.dense_index not in DENSE_INDEXES:
+        raise bad("retrieval.dense_index", f"must be one of {', '.join(DENSE_INDEXES)}")
+    if r.hnsw_m <= 0 or r.hnsw_ef_search <= 0:
+        raise bad("retrieval.hnsw_m", "hnsw_m and hnsw_ef_search must be > 0")
+    if cfg.bm25.k1 < 0 or not 0 <= cfg.bm25.b <= 1:
+        raise bad("bm25.k1", "k1 must be >= 0 and b within [0, 1]")
+    if cfg.bm25.method not in BM25_METHODS:
+        raise bad("bm25.method", f"must be one of {', '.join(BM25_METHODS)}")
+    if cfg.bm25.stopwords not in STOPWORDS:
+        raise bad("bm25.stopwords", f"must be one of {', '.join(STOPWORDS)}")
+    if cfg.rerank.depth <= 0 or cfg.rerank.batch_size <= 0:
+        raise bad("rerank.depth", "depth and batch_size must be > 0")
+    if cfg.corpus.max_age_days is not None and cfg.corpus.max_age_days <= 0:
+        raise bad("corpus.max_age_days", "must be > 0 (leave it out to keep everything)")
+    names = [s.name for s in cfg.sources]
+    for i, s in enumerate(cfg.sources):
+        if not s.name.strip():
+            raise bad(f"sources[{i}].name", "must not be empty")
+        if (s.url is None) == (s.path is None):
+            raise bad(f"sources[{i}] ({s.name})", "give exactly one of url or path")
+        if s.url is not None and not s.url.startswith(("http://", "https://")):
+            raise bad(f"sources[{i}].url", f"only http(s) URLs are supported, got {s.url!r}")
+        if names.count(s.name) > 1:
+            raise bad(f"sources[{i}].name", f"duplicate source name {s.name!r}")
+
+
+def load_config(path: Path | str | None = None, *, data_dir: Path | str | None = None) -> Config:
+    """Read and validate a config file.
+
+    `path` defaults to $DRIFTWATCH_CONFIG, then ./monitor.toml. Relative paths inside the file
+    are relative to the file's folder. `data_dir` (or $DRIFTWATCH_DATA_DIR) overrides the file's.
+    """
+    path = Path(path or os.environ.get(ENV_CONFIG) or DEFAULT_CONFIG_FILE)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found (pass --config or set {ENV_CONFIG})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text: {exc}") from None
+    base = path.resolve().parent
+    try:
+        cfg = _build(Config, raw, "", base)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    override = data_dir or os.environ.get(ENV_DATA_DIR)
+    if override:
+        cfg = cfg.replace(data_dir=Path(override).expanduser().resolve())
+    cfg = cfg.replace(file=path)
+    _check(cfg, str(path))
+    return cfg

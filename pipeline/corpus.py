@@ -1,0 +1,257 @@
+"""The SQLite corpus: versioned documents with first/last seen and deletions, snapshots by date,
+the embedding cache and the HTTP validators of the feeds."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.sources import Document, HttpCacheEntry
+
+CORPUS_FILE = "corpus.sqlite"
+SCHEMA_VERSION = "1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    doc_id TEXT PRIMARY KEY,
+    first_seen TEXT NOT NULL,          -- run date the document first appeared
+    last_seen TEXT NOT NULL,           -- latest run date a feed carried it
+    deleted_at TEXT,                   -- run date from which it is gone (NULL: present)
+    delete_reason TEXT
+);
+-- One row per distinct content of a document; a version holds from valid_from until the next one.
+CREATE TABLE IF NOT EXISTS versions (
+    doc_id TEXT NOT NULL REFERENCES documents(doc_id),
+    valid_from TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    title TEXT NOT NULL,
+    text TEXT NOT NULL,
+    url TEXT NOT NULL,
+    published TEXT,
+    source TEXT NOT NULL,
+    categories TEXT NOT NULL,          -- JSON list
+    PRIMARY KEY (doc_id, valid_from)
+);
+CREATE TABLE IF NOT EXISTS embeddings (
+    model TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    vector BLOB NOT NULL,              -- float32, L2-normalised
+    PRIMARY KEY (model, text_hash)
+);
+CREATE TABLE IF NOT EXISTS http_cache (
+    url TEXT PRIMARY KEY, etag TEXT, last_modified TEXT, updated_at TEXT NOT NULL
+);
+"""
+
+# The version of each document in force on a date, for documents present on that date.
+_SNAPSHOT = """
+SELECT v.doc_id, v.title, v.text, v.url, v.published, v.source, v.categories, v.content_hash,
+       d.first_seen
+FROM documents d
+JOIN versions v ON v.doc_id = d.doc_id
+WHERE d.first_seen <= :day AND (d.deleted_at IS NULL OR d.deleted_at > :day)
+  AND v.valid_from = (SELECT MAX(valid_from) FROM versions
+                      WHERE doc_id = d.doc_id AND valid_from <= :day)
+ORDER BY d.doc_id
+"""
+
+
+class CorpusError(Exception):
+    """A corpus file that cannot be used (wrong schema version, unreadable)."""
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    document: Document
+    content_hash: str
+    first_seen: str
+
+
+@dataclass(frozen=True)
+class IngestCounts:
+    """What one run date did to the corpus, computed from the stored state (so a re-run agrees)."""
+
+    new: int
+    updated: int
+    deleted: int
+    total: int
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _day(d: date | str) -> str:
+    return d.isoformat() if isinstance(d, date) else str(date.fromisoformat(d))
+
+
+class Corpus:
+    """One SQLite file (WAL mode) in the data directory; use as a context manager."""
+
+    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+        self.path = Path(path)
+        if readonly:
+            if not self.path.exists():
+                raise CorpusError(f"{self.path}: no corpus yet")
+            self.db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(_SCHEMA)
+            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
+            self.db.commit()
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None or row[0] != SCHEMA_VERSION:
+            raise CorpusError(f"{self.path}: corpus schema version {row and row[0]!r}, expected {SCHEMA_VERSION}")
+
+    @classmethod
+    def in_dir(cls, data_dir: Path, *, readonly: bool = False) -> Corpus:
+        return cls(Path(data_dir) / CORPUS_FILE, readonly=readonly)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Corpus:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- documents -------------------------------------------------------------------------
+
+    def ingest(self, documents: Iterable[Document], run_date: date | str) -> None:
+        """Record what the feeds carried on `run_date`, in one transaction.
+
+        A new id is inserted; a known id whose content differs from its version in force on
+        that date gets a new version dated `run_date` (updated, not duplicated). A document
+        deleted on or before `run_date` stays deleted: deletion is a tombstone, so a feed that
+        still carries an expired or removed item does not bring it back.
+        """
+        day = _day(run_date)
+        with self.db:
+            for doc in documents:
+                row = self.db.execute("SELECT first_seen, last_seen, deleted_at FROM documents WHERE doc_id = ?",
+                                      (doc.id,)).fetchone()
+                if row is None:
+                    self.db.execute("INSERT INTO documents (doc_id, first_seen, last_seen) VALUES (?, ?, ?)",
+                                    (doc.id, day, day))
+                    self._put_version(doc, day)
+                    continue
+                first_seen, last_seen, deleted_at = row
+                if deleted_at is not None and deleted_at <= day:
+                    continue
+                self.db.execute("UPDATE documents SET first_seen = ?, last_seen = ? WHERE doc_id = ?",
+                                (min(first_seen, day), max(last_seen, day), doc.id))
+                current = self.db.execute(
+                    "SELECT content_hash FROM versions WHERE doc_id = ? AND valid_from <= ? "
+                    "ORDER BY valid_from DESC LIMIT 1", (doc.id, day)).fetchone()
+                if current is None or current[0] != doc.content_hash:
+                    self._put_version(doc, day)
+
+    def _put_version(self, doc: Document, day: str) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (doc.id, day, doc.content_hash, doc.title, doc.text, doc.url,
+             doc.published.isoformat() if doc.published else None, doc.source,
+             json.dumps(list(doc.categories))))
+
+    def delete(self, doc_ids: Iterable[str], run_date: date | str, reason: str) -> int:
+        """Mark documents gone from `run_date` on; returns how many were present and are now deleted."""
+        day = _day(run_date)
+        with self.db:
+            cur = self.db.executemany(
+                "UPDATE documents SET deleted_at = ?, delete_reason = ? "
+                "WHERE doc_id = ? AND first_seen <= ? AND (deleted_at IS NULL OR deleted_at > ?)",
+                [(day, reason, d, day, day) for d in doc_ids])
+            return cur.rowcount
+
+    def expire(self, run_date: date | str, max_age_days: int) -> int:
+        """Delete documents published (or, without a date, first seen) more than `max_age_days` ago."""
+        day = date.fromisoformat(_day(run_date))
+        cutoff = (day - timedelta(days=max_age_days)).isoformat()
+        old = [doc.document.id for doc in self.snapshot(day)
+               if (doc.document.published.date().isoformat() if doc.document.published else doc.first_seen) < cutoff]
+        return self.delete(old, day, f"older than {max_age_days} days")
+
+    def snapshot(self, run_date: date | str) -> list[StoredDocument]:
+        """The corpus as it stood on `run_date`, ordered by doc id (reconstructable for any past date)."""
+        rows = self.db.execute(_SNAPSHOT, {"day": _day(run_date)}).fetchall()
+        return [StoredDocument(
+            Document(id=r[0], title=r[1], text=r[2], url=r[3],
+                     published=datetime.fromisoformat(r[4]) if r[4] else None,
+                     source=r[5], categories=tuple(json.loads(r[6]))),
+            content_hash=r[7], first_seen=r[8]) for r in rows]
+
+    def counts(self, run_date: date | str) -> IngestCounts:
+        day = _day(run_date)
+        one = lambda sql: self.db.execute(sql, {"day": day}).fetchone()[0]  # noqa: E731
+        return IngestCounts(
+            new=one("SELECT COUNT(*) FROM documents WHERE first_seen = :day"),
+            updated=one("SELECT COUNT(*) FROM versions v WHERE valid_from = :day AND EXISTS "
+                        "(SELECT 1 FROM versions w WHERE w.doc_id = v.doc_id AND w.valid_from < :day)"),
+            deleted=one("SELECT COUNT(*) FROM documents WHERE deleted_at = :day"),
+            total=one("SELECT COUNT(*) FROM documents WHERE first_seen <= :day "
+                      "AND (deleted_at IS NULL OR deleted_at > :day)"),
+        )
+
+    def documents_info(self, doc_ids: Sequence[str]) -> dict[str, dict]:
+        """Title, url, source, first_seen and deleted_at of the latest version of each id (for display)."""
+        out: dict[str, dict] = {}
+        for i in range(0, len(doc_ids), 500):
+            batch = list(doc_ids[i : i + 500])
+            marks = ",".join("?" * len(batch))
+            for r in self.db.execute(
+                f"SELECT d.doc_id, v.title, v.url, v.source, d.first_seen, d.deleted_at FROM documents d "
+                f"JOIN versions v ON v.doc_id = d.doc_id AND v.valid_from = "
+                f"(SELECT MAX(valid_from) FROM versions WHERE doc_id = d.doc_id) WHERE d.doc_id IN ({marks})",
+                    batch):
+                out[r[0]] = {"title": r[1], "url": r[2], "source": r[3], "first_seen": r[4], "deleted_at": r[5]}
+        return out
+
+    def run_dates(self) -> list[str]:
+        rows = self.db.execute("SELECT DISTINCT valid_from FROM versions UNION "
+                               "SELECT DISTINCT deleted_at FROM documents WHERE deleted_at IS NOT NULL "
+                               "ORDER BY 1").fetchall()
+        return [r[0] for r in rows]
+
+    # -- embedding cache -------------------------------------------------------------------
+
+    def cached_embeddings(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(hashes))
+        for i in range(0, len(unique), 900):
+            batch = unique[i : i + 900]
+            marks = ",".join("?" * len(batch))
+            for h, blob in self.db.execute(
+                    f"SELECT text_hash, vector FROM embeddings WHERE model = ? AND text_hash IN ({marks})",
+                    [model, *batch]):
+                found[h] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def cache_embeddings(self, model: str, vectors: Mapping[str, np.ndarray]) -> None:
+        with self.db:
+            self.db.executemany(
+                "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)",
+                [(model, h, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()])
+
+    # -- HTTP validators -------------------------------------------------------------------
+
+    def http_cache(self) -> dict[str, HttpCacheEntry]:
+        return {url: HttpCacheEntry(etag, modified)
+                for url, etag, modified in self.db.execute("SELECT url, etag, last_modified FROM http_cache")}
+
+    def save_http_cache(self, cache: Mapping[str, HttpCacheEntry], now: str) -> None:
+        with self.db:
+            self.db.executemany("INSERT OR REPLACE INTO http_cache VALUES (?, ?, ?, ?)",
+                                [(url, e.etag, e.last_modified, now) for url, e in cache.items()])

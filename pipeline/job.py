@@ -1,0 +1,162 @@
+"""One daily run (ingest, index, evaluate, write the series) and the backfill over a range of dates."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+
+import numpy as np
+
+from pipeline import store
+from pipeline.chunking import Chunk, chunk_document
+from pipeline.config import Config
+from pipeline.corpus import Corpus, StoredDocument
+from pipeline.embeddings import Embedder, embed_cached
+from pipeline.gold import GoldQuestion, load_gold
+from pipeline.metrics import MEAN_NAMES, METRICS, evaluate
+from pipeline.retrieval import Ranking, Reranker, Retriever
+from pipeline.sources import FeedOutcome, collect
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_date: date
+    run: dict  # the runs.csv row
+    metrics: list[dict]  # the metrics.csv rows
+    per_question: list[dict]  # the per_question.csv rows
+    failed_feeds: list[FeedOutcome] = field(default_factory=list)
+
+    def mean(self, pipeline: str, metric: str, k: int) -> float:
+        for row in self.metrics:
+            if (row["pipeline"], row["metric"], row["k"]) == (pipeline, metric, k):
+                return row["value"]
+        raise KeyError((pipeline, metric, k))
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def ingest(config: Config, corpus: Corpus, run_date: date) -> list[FeedOutcome]:
+    """Fetch every source, store what it carries; a failing feed is logged and counted, never fatal."""
+    http_cache = corpus.http_cache()
+    outcomes: list[FeedOutcome] = []
+    cutoff = None
+    if config.corpus.max_age_days is not None:
+        cutoff = run_date - timedelta(days=config.corpus.max_age_days)
+    for source in config.sources:
+        for outcome in collect(source.name, url=source.url, path=source.path, run_date=run_date,
+                               http_cache=http_cache, timeout=config.fetch.timeout,
+                               max_bytes=config.fetch.max_bytes, user_agent=config.fetch.user_agent):
+            outcomes.append(outcome)
+            docs = outcome.documents
+            if cutoff is not None:  # do not ingest what retention would delete at once
+                docs = [d for d in docs if d.published is None or d.published.date() >= cutoff]
+            corpus.ingest(docs, run_date)
+    corpus.save_http_cache(http_cache, _now())
+    if cutoff is not None:
+        corpus.expire(run_date, config.corpus.max_age_days)
+    return outcomes
+
+
+def chunk_documents(config: Config, documents: Sequence[StoredDocument]) -> list[Chunk]:
+    size, overlap = config.chunking.size, config.chunking.overlap
+    return [c for stored in documents
+            for c in chunk_document(stored.document.id, stored.document.title, stored.document.text, size, overlap)]
+
+
+def evaluate_pipelines(config: Config, retriever: Retriever, gold: Sequence[GoldQuestion],
+                       query_vectors: np.ndarray, present: set[str], run_date: date) -> tuple[list[dict], list[dict]]:
+    """metrics.csv and per_question.csv rows for every configured pipeline at every k."""
+    questions = [q.question for q in gold]
+    qrels = [q.relevant for q in gold]
+    missing = [sum(1 for d in q.relevant_ids if d not in present) for q in gold]
+    ks = config.retrieval.k
+    day = run_date.isoformat()
+    cache: dict[str, list[Ranking]] = {}
+    metric_rows: list[dict] = []
+    question_rows: list[dict] = []
+    for pipeline in config.retrieval.pipelines:
+        rankings = retriever.search(pipeline, questions, query_vectors, cache)
+        result = evaluate([r.doc_ids for r in rankings], qrels, ks)
+        for k in ks:
+            for name in METRICS:
+                value, n = result.mean(name, k)
+                metric_rows.append({"run_date": day, "pipeline": pipeline, "k": k, "metric": MEAN_NAMES[name],
+                                    "value": value, "n_questions": n})
+            per_k = result.values[k]
+            for i, q in enumerate(gold):
+                question_rows.append({
+                    "run_date": day, "pipeline": pipeline, "k": k, "question_id": q.id,
+                    **{name: per_k[name][i] for name in METRICS},
+                    "first_relevant_rank": int(result.first_relevant_rank[i]),
+                    "top1_score": rankings[i].top1_score,
+                    "retrieved": store.join_ids(rankings[i].doc_ids[:k]),
+                    "gold_missing": missing[i],
+                })
+    return metric_rows, question_rows
+
+
+def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embedder | None = None) -> RunResult:
+    """The daily job for one date. Re-running a date replaces that date's rows.
+
+    Order of writes: per_question, metrics, then runs; a runs.csv row therefore means the
+    date's other rows are complete.
+    """
+    gold = load_gold(config.gold)  # bad input stops the run before anything is written
+    started, t0 = _now(), time.perf_counter()
+    data_dir = config.data_dir
+    embedder = embedder or Embedder(config.embedder)
+    with store.run_lock(data_dir), Corpus.in_dir(data_dir) as corpus:
+        outcomes = ingest(config, corpus, run_date)
+        snapshot = corpus.snapshot(run_date)
+        chunks = chunk_documents(config, snapshot)
+        embedded = embed_cached(corpus, embedder, [c.text for c in chunks])
+        queries = embed_cached(corpus, embedder, [q.question for q in gold])
+        reranker = (Reranker(config.rerank, config.embedder.device)
+                    if "hybrid_rerank" in config.retrieval.pipelines else None)
+        retriever = Retriever(chunks, embedded.vectors, config, reranker)
+        present = {s.document.id for s in snapshot}
+        metric_rows, question_rows = evaluate_pipelines(config, retriever, gold, queries.vectors, present, run_date)
+        counts = corpus.counts(run_date)
+        fetched = [o for o in outcomes if not o.replayed]
+        failed = [o for o in fetched if not o.ok]  # sources.collect has logged each with its URL
+        status = (store.STATUS_OK if not failed else
+                  store.STATUS_NO_FEEDS if len(failed) == len(fetched) else store.STATUS_DEGRADED)
+        run = {
+            "run_date": run_date.isoformat(), "run_id": uuid.uuid4().hex[:12], "started_at": started,
+            "finished_at": _now(), "status": status, "feeds_ok": len(fetched) - len(failed),
+            "feeds_failed": len(failed), "docs_new": counts.new, "docs_updated": counts.updated,
+            "docs_deleted": counts.deleted, "docs_total": counts.total, "chunks_total": len(chunks),
+            "chunks_embedded": embedded.n_encoded, "seconds": round(time.perf_counter() - t0, 3),
+            "model": embedder.key, "config_hash": config.config_hash(), "events": events,
+        }
+        store.replace_date(data_dir, store.PER_QUESTION, run_date, question_rows)
+        store.replace_date(data_dir, store.METRICS, run_date, metric_rows)
+        store.replace_date(data_dir, store.RUNS, run_date, [run])
+    return RunResult(run_date, run, metric_rows, question_rows, failed)
+
+
+def date_range(start: date, end: date) -> list[date]:
+    if end < start:
+        raise ValueError(f"end date {end} is before start date {start}")
+    return [start + timedelta(days=i) for i in range((end - start).days + 1)]
+
+
+def backfill(config: Config, start: date, end: date, *,
+             progress: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+    """One run per day from `start` to `end`, sharing one loaded model."""
+    embedder = Embedder(config.embedder)
+    results = []
+    for day in date_range(start, end):
+        result = run_day(config, day, embedder=embedder)
+        results.append(result)
+        if progress:
+            progress(result)
+    return results

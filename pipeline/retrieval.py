@@ -1,0 +1,249 @@
+"""Retrieval pipelines over chunks: dense (FAISS), BM25 (bm25s), RRF fusion and cross-encoder rerank.
+
+Every pipeline ranks chunks, collapses them to documents (a document scores as its best chunk)
+and returns at most `candidate_depth` documents, so all pipelines are compared at the same depth.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.chunking import Chunk
+from pipeline.config import Config, RerankConfig, RetrievalConfig
+
+log = logging.getLogger(__name__)
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """One question's ranked documents, best first, with each document's score and best chunk."""
+
+    doc_ids: tuple[str, ...]
+    scores: tuple[float, ...]
+    chunk_ids: tuple[str, ...]
+
+    @property
+    def top1_score(self) -> float:
+        return self.scores[0] if self.scores else float("nan")
+
+
+EMPTY = Ranking((), (), ())
+
+
+def tokenize(text: str, stopwords: frozenset[str] = frozenset()) -> list[str]:
+    """Lower-cased Unicode word tokens (Latin, Cyrillic, Greek, CJK runs...), NFKC-normalised.
+
+    Unlike an ASCII pattern this keeps "Москва" or "Zürich" whole, and it keeps one-character
+    tokens so that identifiers such as "REG-2026/114/B" stay matchable as reg, 2026, 114, b.
+    """
+    words = _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+    return [w for w in words if w not in stopwords] if stopwords else words
+
+
+def stopword_set(name: str) -> frozenset[str]:
+    if name == "none":
+        return frozenset()
+    from bm25s.stopwords import STOPWORDS_EN
+
+    return frozenset(STOPWORDS_EN)
+
+
+@dataclass(frozen=True)
+class ChunkTable:
+    """The chunks a run indexes, with each chunk's document as an integer for fast collapsing."""
+
+    chunks: tuple[Chunk, ...]
+    doc_ids: tuple[str, ...]  # distinct documents, in first-chunk order
+    doc_of_chunk: np.ndarray  # (n_chunks,) index into doc_ids
+
+    @classmethod
+    def build(cls, chunks: Sequence[Chunk]) -> ChunkTable:
+        index: dict[str, int] = {}
+        of_chunk = np.fromiter((index.setdefault(c.doc_id, len(index)) for c in chunks), dtype=np.int64,
+                               count=len(chunks))
+        return cls(tuple(chunks), tuple(index), of_chunk)
+
+    def collapse(self, order: np.ndarray, scores: np.ndarray, depth: int) -> Ranking:
+        """Documents in order of their best chunk, given chunk positions sorted best first."""
+        docs = self.doc_of_chunk[order]
+        _, first = np.unique(docs, return_index=True)
+        keep = np.sort(first)[:depth]
+        return Ranking(tuple(self.doc_ids[d] for d in docs[keep]), tuple(float(s) for s in scores[keep]),
+                       tuple(self.chunks[c].id for c in order[keep]))
+
+
+def _sorted_desc(scores: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sort by score descending; ties keep chunk order (document id order), so results are stable."""
+    order = np.lexsort((positions, -scores))
+    return positions[order], scores[order]
+
+
+class DenseIndex:
+    """FAISS inner product over L2-normalised vectors (cosine): exact by default, HNSW on request."""
+
+    def __init__(self, vectors: np.ndarray, config: RetrievalConfig) -> None:
+        import faiss
+
+        self.n, dim = vectors.shape if vectors.size else (0, 0)
+        self.kind = config.dense_index
+        if self.kind == "hnsw":
+            self.index = faiss.IndexHNSWFlat(max(dim, 1), config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            self.index.hnsw.efSearch = config.hnsw_ef_search
+        else:
+            self.index = faiss.IndexFlatIP(max(dim, 1))
+        if self.n:
+            self.index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+
+    def search(self, queries: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        scores, ids = self.index.search(np.ascontiguousarray(queries, dtype=np.float32), min(n, self.n))
+        return scores, ids
+
+
+class Bm25Index:
+    """bm25s over the chunks, with the Unicode tokenizer above."""
+
+    def __init__(self, texts: Sequence[str], k1: float, b: float, method: str, stopwords: str) -> None:
+        import bm25s
+
+        self.stopwords = stopword_set(stopwords)
+        self.n = len(texts)
+        self.model = bm25s.BM25(k1=k1, b=b, method=method)
+        if self.n:
+            self.model.index([tokenize(t, self.stopwords) for t in texts], show_progress=False)
+
+    def scores(self, query: str) -> np.ndarray:
+        if not self.n:
+            return np.zeros(0, dtype=np.float32)
+        ids = self.model.get_tokens_ids(tokenize(query, self.stopwords))
+        if not ids:
+            return np.zeros(self.n, dtype=np.float32)
+        return np.asarray(self.model.get_scores(ids), dtype=np.float64)
+
+
+def rrf(rankings: Sequence[Ranking], k_rrf: int, depth: int) -> Ranking:
+    """Reciprocal rank fusion: score(d) = sum over lists of 1 / (k_rrf + rank(d)), ranks from 1.
+
+    A document missing from a list adds 0 for that list. Ties go to the better best rank, then
+    to the document id. A document's chunk is its chunk in the first list that has it.
+    """
+    score: dict[str, float] = {}
+    best: dict[str, int] = {}
+    chunk: dict[str, str] = {}
+    for ranking in rankings:
+        for rank, (doc, ch) in enumerate(zip(ranking.doc_ids, ranking.chunk_ids), start=1):
+            score[doc] = score.get(doc, 0.0) + 1.0 / (k_rrf + rank)
+            best[doc] = min(best.get(doc, rank), rank)
+            chunk.setdefault(doc, ch)
+    order = sorted(score, key=lambda d: (-score[d], best[d], d))[:depth]
+    return Ranking(tuple(order), tuple(score[d] for d in order), tuple(chunk[d] for d in order))
+
+
+class Reranker:
+    """A sentence-transformers CrossEncoder re-scoring (question, best chunk) pairs."""
+
+    def __init__(self, config: RerankConfig, device: str = "cpu") -> None:
+        from sentence_transformers import CrossEncoder
+
+        from pipeline.embeddings import EmbedderError, resolve_model
+
+        location = resolve_model(config.model)
+        try:
+            self.model = CrossEncoder(location, device=device)
+        except Exception as exc:
+            raise EmbedderError(f"cannot load reranker {config.model!r} (looked at {location!r}): {exc}") from exc
+        self.config = config
+
+    def rerank(self, question: str, ranking: Ranking, chunk_text: Callable[[str], str]) -> Ranking:
+        """The top `depth` documents re-ordered by the cross-encoder; the rest follow unchanged."""
+        head = min(self.config.depth, len(ranking.doc_ids))
+        if head == 0:
+            return ranking
+        pairs = [(question, chunk_text(c)) for c in ranking.chunk_ids[:head]]
+        scores = np.asarray(self.model.predict(pairs, batch_size=self.config.batch_size,
+                                               show_progress_bar=False), dtype=np.float64).reshape(len(pairs), -1)[:, -1]
+        order = sorted(range(head), key=lambda i: (-scores[i], i))
+        tail = range(head, len(ranking.doc_ids))
+        return Ranking(
+            tuple(ranking.doc_ids[i] for i in order) + ranking.doc_ids[head:],
+            tuple(float(scores[i]) for i in order) + tuple(ranking.scores[i] for i in tail),
+            tuple(ranking.chunk_ids[i] for i in order) + ranking.chunk_ids[head:],
+        )
+
+
+class Retriever:
+    """All indexes of one run over one chunk table; `search` runs a named pipeline for a batch of questions."""
+
+    def __init__(self, chunks: Sequence[Chunk], vectors: np.ndarray, config: Config,
+                 reranker: Reranker | None = None) -> None:
+        self.table = ChunkTable.build(chunks)
+        self.config = config
+        self.depth = config.retrieval.candidate_depth
+        self._text = {c.id: c.text for c in chunks}
+        needs_dense = any(p in ("dense", "hybrid", "hybrid_rerank") for p in config.retrieval.pipelines)
+        needs_bm25 = any(p in ("bm25", "hybrid", "hybrid_rerank") for p in config.retrieval.pipelines)
+        self.dense = DenseIndex(vectors, config.retrieval) if needs_dense else None
+        b = config.bm25
+        self.bm25 = Bm25Index([c.text for c in chunks], b.k1, b.b, b.method, b.stopwords) if needs_bm25 else None
+        self.reranker = reranker
+
+    def _dense(self, query_vectors: np.ndarray) -> list[Ranking]:
+        n_chunks = len(self.table.chunks)
+        if not n_chunks:
+            return [EMPTY] * len(query_vectors)
+        # Several chunks of one document may crowd the top: widen the search until `depth`
+        # distinct documents are found or every chunk has been seen.
+        n = min(n_chunks, self.depth * 4)
+        out: list[Ranking | None] = [None] * len(query_vectors)
+        todo = list(range(len(query_vectors)))
+        while todo:
+            scores, ids = self.dense.search(query_vectors[todo], n)
+            still = []
+            for row, q in enumerate(todo):
+                valid = ids[row] >= 0
+                order, sc = _sorted_desc(scores[row][valid].astype(np.float64), ids[row][valid])
+                ranking = self.table.collapse(order, sc, self.depth)
+                if len(ranking.doc_ids) < self.depth and n < n_chunks:
+                    still.append(q)
+                else:
+                    out[q] = ranking
+            todo, n = still, min(n_chunks, n * 4)
+        return out  # type: ignore[return-value]
+
+    def _bm25(self, questions: Sequence[str]) -> list[Ranking]:
+        out = []
+        for question in questions:
+            scores = self.bm25.scores(question)
+            matched = np.flatnonzero(scores > 0)  # a chunk sharing no term with the question is not retrieved
+            order, sc = _sorted_desc(scores[matched], matched)
+            out.append(self.table.collapse(order, sc, self.depth))
+        return out
+
+    def search(self, pipeline: str, questions: Sequence[str], query_vectors: np.ndarray | None,
+               cache: dict[str, list[Ranking]] | None = None) -> list[Ranking]:
+        """Rankings of `pipeline` for each question; `cache` shares branch results between pipelines."""
+        cache = {} if cache is None else cache
+        if pipeline not in cache:
+            if pipeline == "dense":
+                cache[pipeline] = self._dense(query_vectors)
+            elif pipeline == "bm25":
+                cache[pipeline] = self._bm25(questions)
+            elif pipeline == "hybrid":
+                dense = self.search("dense", questions, query_vectors, cache)
+                sparse = self.search("bm25", questions, query_vectors, cache)
+                cache[pipeline] = [rrf([d, s], self.config.retrieval.rrf_k, self.depth) for d, s in zip(dense, sparse)]
+            elif pipeline == "hybrid_rerank":
+                if self.reranker is None:
+                    raise ValueError("pipeline hybrid_rerank needs a reranker")
+                fused = self.search("hybrid", questions, query_vectors, cache)
+                cache[pipeline] = [self.reranker.rerank(q, r, self._text.__getitem__) for q, r in zip(questions, fused)]
+            else:
+                raise ValueError(f"unknown pipeline {pipeline!r}")
+        return cache[pipeline]

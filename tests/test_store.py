@@ -1,0 +1,154 @@
+"""The CSV store: contract columns, idempotent per-date writes, crash safety and the run lock."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pipeline import store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def metric_rows(day: str, value: float, pipelines=("bm25", "dense")) -> list[dict]:
+    return [{"run_date": day, "pipeline": p, "k": 5, "metric": "recall", "value": value, "n_questions": 3}
+            for p in pipelines]
+
+
+def test_schemas_are_the_contract():
+    # The columns DESIGN.md fixes, plus per_question.unjudged (share of the top k the gold set does not judge).
+    assert store.SCHEMAS[store.METRICS] == ("run_date", "pipeline", "k", "metric", "value", "n_questions")
+    assert store.SCHEMAS[store.RUNS][:3] == ("run_date", "run_id", "started_at")
+    assert store.SCHEMAS[store.RUNS][-3:] == ("model", "config_hash", "events")
+    assert "unjudged" in store.SCHEMAS[store.PER_QUESTION]
+    assert store.SCHEMAS[store.ALERTS][-1] == "message"
+
+
+def test_header_equals_contract(tmp_path):
+    store.replace_date(tmp_path, store.METRICS, "2026-11-02", metric_rows("2026-11-02", 0.5))
+    header = (tmp_path / store.METRICS).read_text().splitlines()[0]
+    assert header.split(",") == list(store.METRICS_COLUMNS)
+    assert list(store.read_metrics(tmp_path).columns) == list(store.METRICS_COLUMNS)
+
+
+def test_rerun_of_a_date_replaces_its_rows(tmp_path):
+    for day, value in [("2026-11-02", 0.1), ("2026-11-03", 0.2), ("2026-11-04", 0.3)]:
+        store.replace_date(tmp_path, store.METRICS, day, metric_rows(day, value))
+    before = (tmp_path / store.METRICS).read_bytes()
+    store.replace_date(tmp_path, store.METRICS, "2026-11-03", metric_rows("2026-11-03", 0.2))
+    assert (tmp_path / store.METRICS).read_bytes() == before  # same rows again: same file
+    store.replace_date(tmp_path, store.METRICS, "2026-11-03", metric_rows("2026-11-03", 0.9, ("hybrid",)))
+    frame = store.read_metrics(tmp_path)
+    assert frame["run_date"].dt.strftime("%Y-%m-%d").tolist() == ["2026-11-02"] * 2 + ["2026-11-03"] + ["2026-11-04"] * 2
+    assert frame[frame["pipeline"] == "hybrid"]["value"].tolist() == [0.9]
+    assert len(frame) == 5
+
+
+def test_append_and_rewrite_paths_write_identical_files(tmp_path):
+    rows = {d: metric_rows(d, v) for d, v in [("2026-11-02", 1 / 3), ("2026-11-03", float("nan"))]}
+    a, b = tmp_path / "a", tmp_path / "b"
+    for day in ("2026-11-02", "2026-11-03"):  # in date order: the append path
+        store.replace_date(a, store.METRICS, day, rows[day])
+    for day in ("2026-11-03", "2026-11-02"):  # out of order: the rewrite path
+        store.replace_date(b, store.METRICS, day, rows[day])
+    assert (a / store.METRICS).read_bytes() == (b / store.METRICS).read_bytes()
+    values = store.read_metrics(a)["value"].tolist()
+    assert values[0] == 1 / 3  # full float precision survives the round trip
+    assert math.isnan(values[-1])
+
+
+def test_failed_write_leaves_old_file_intact(tmp_path, monkeypatch):
+    store.replace_date(tmp_path, store.METRICS, "2026-11-02", metric_rows("2026-11-02", 0.5))
+    before = (tmp_path / store.METRICS).read_bytes()
+
+    def crash(fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store.os, "fsync", crash)
+    for day in ("2026-11-03", "2026-11-02"):  # both the append and the rewrite path
+        with pytest.raises(OSError, match="disk full"):
+            store.replace_date(tmp_path, store.METRICS, day, metric_rows(day, 0.7))
+    assert (tmp_path / store.METRICS).read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == [store.METRICS]  # no temporary file left behind
+
+
+def test_killed_writer_leaves_old_file_readable(tmp_path):
+    """A process killed (SIGKILL) in the middle of a write: the previous file is still whole."""
+    store.replace_date(tmp_path, store.METRICS, "2026-11-02", metric_rows("2026-11-02", 0.5))
+    before = (tmp_path / store.METRICS).read_bytes()
+    child = subprocess.Popen([sys.executable, "-c", f"""
+import os, sys, time
+sys.path.insert(0, {str(ROOT)!r})
+from pipeline import store
+def hang(fd):
+    print("writing", flush=True)
+    time.sleep(60)
+store.os.fsync = hang
+rows = [{{"run_date": "2026-11-03", "pipeline": "p%d" % i, "k": 5, "metric": "recall", "value": 0.1,
+          "n_questions": 1}} for i in range(200000)]
+store.replace_date({str(tmp_path)!r}, store.METRICS, "2026-11-03", rows)
+"""], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "writing"  # the temporary file is written, not yet renamed
+    assert any(p.name.endswith(".tmp") for p in tmp_path.iterdir())
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert (tmp_path / store.METRICS).read_bytes() == before
+    assert len(store.read_metrics(tmp_path)) == 2
+    # the next write succeeds despite the stale temporary file
+    store.replace_date(tmp_path, store.METRICS, "2026-11-03", metric_rows("2026-11-03", 0.6))
+    assert len(store.read_metrics(tmp_path)) == 4
+
+
+def test_wrong_header_is_refused_with_the_file_name(tmp_path):
+    (tmp_path / store.METRICS).write_text("run_date,pipeline,metric,value\n2026-11-02,bm25,recall,0.5\n")
+    with pytest.raises(store.StoreSchemaError, match=r"metrics\.csv.*missing: \['k', 'n_questions'\]"):
+        store.read_metrics(tmp_path)
+    with pytest.raises(store.StoreSchemaError, match=r"metrics\.csv"):
+        store.replace_date(tmp_path, store.METRICS, "2026-11-03", metric_rows("2026-11-03", 0.5))
+
+
+def test_rows_must_match_the_contract_and_date(tmp_path):
+    with pytest.raises(store.StoreSchemaError):
+        store.replace_date(tmp_path, store.METRICS, "2026-11-02", [{"run_date": "2026-11-02", "value": 1}])
+    with pytest.raises(ValueError, match="run_date 2026-11-02"):
+        store.replace_date(tmp_path, store.METRICS, "2026-11-02", metric_rows("2026-11-03", 0.5))
+
+
+def test_missing_file_reads_as_empty_typed_frame(tmp_path):
+    frame = store.read_per_question(tmp_path)
+    assert frame.empty and list(frame.columns) == list(store.PER_QUESTION_COLUMNS)
+
+
+def test_ids_with_spaces_round_trip():
+    ids = ["plain", "has space", "100%", "tab\there", "https://x.org/a?b=c"]
+    assert store.split_ids(store.join_ids(ids)) == ids
+    assert store.split_ids("") == []
+
+
+def test_second_lock_holder_gets_a_clear_error(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", f"""
+import sys, time
+sys.path.insert(0, {str(ROOT)!r})
+from pipeline import store
+with store.run_lock({str(tmp_path)!r}):
+    print("locked", flush=True)
+    time.sleep(30)
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "locked"
+        with pytest.raises(store.LockError, match=rf"another driftwatch run holds the lock \(pid {child.pid}"):
+            with store.run_lock(tmp_path):
+                pass
+    finally:
+        child.kill()
+        child.wait()
+    with store.run_lock(tmp_path):  # released when the holder dies
+        pass
