@@ -12,8 +12,12 @@ from datetime import date
 from pipeline.config import ConfigError, load_config
 from pipeline.corpus import CorpusError
 from pipeline.embeddings import EmbedderError
+from pipeline.gate import GateError
 from pipeline.gold import GoldError
 from pipeline.sources import FeedError
+from pipeline.demo import DemoError
+from pipeline.drift import DriftError
+from pipeline.simulate import SCENARIOS, SimulationError
 from pipeline.store import LockError, StoreSchemaError
 
 EXIT_OK = 0
@@ -21,7 +25,9 @@ EXIT_ALERT = 1
 EXIT_BAD_INPUT = 2
 EXIT_LOCKED = 3
 
-_BAD_INPUT = (ConfigError, GoldError, FeedError, StoreSchemaError, CorpusError, EmbedderError)
+_BAD_INPUT = (ConfigError, GoldError, FeedError, StoreSchemaError, CorpusError, EmbedderError, DemoError,
+              SimulationError, GateError, DriftError)
+DEMO_DATA_DIR = "data/demo-store"
 
 log = logging.getLogger("pipeline")
 
@@ -50,13 +56,66 @@ def build_parser() -> argparse.ArgumentParser:
                                      "(re-running a date replaces its rows).")
     run.add_argument("--date", type=_date, default=None, help="run date (default: today, UTC)")
     run.add_argument("--event", default="", help="a note stored with the run in runs.csv (e.g. 'new chunker')")
+    run.add_argument("--fail-on-alert", action="store_true",
+                     help="exit 1 when an alert of severity 'alert' fired in this run")
     _common(run)
 
     back = sub.add_parser("backfill", help="one run per day over a range of dates (dated sources replay history)",
                           description="Run the daily job for every date from --start to --end inclusive.")
     back.add_argument("--start", type=_date, required=True, help="first date (YYYY-MM-DD)")
     back.add_argument("--end", type=_date, required=True, help="last date (YYYY-MM-DD)")
+    back.add_argument("--fail-on-alert", action="store_true",
+                      help="exit 1 when an alert of severity 'alert' fired in any of the runs")
     _common(back)
+
+    rebase = sub.add_parser("rebaseline", help="pin the drift statistics' reference snapshot to a date",
+                            description="Make the corpus as it stood on --date the reference that drift "
+                                        "statistics compare against from the next run on.")
+    rebase.add_argument("--date", type=_date, required=True, help="the new reference date (YYYY-MM-DD)")
+    _common(rebase)
+
+    gate = sub.add_parser("eval", help="the CI gate: evaluate a gold set over documents, compare with a baseline",
+                          description="Evaluate every configured pipeline on --gold over --docs, print a table, "
+                                      "write a JSON report; exit 1 when the best recall@k is below the minimum "
+                                      "or a metric dropped more than --max-drop against --baseline.")
+    gate.add_argument("--gold", required=True, help="gold set (JSONL)")
+    gate.add_argument("--docs", required=True, nargs="+", help="feed files or folders of feed files")
+    gate.add_argument("--k", type=int, default=5, help="the cutoff the gate judges (default 5)")
+    gate.add_argument("--min-recall-at-k", type=float, default=None, help="minimum recall@k of the best pipeline")
+    gate.add_argument("--max-drop", type=float, default=None,
+                      help="largest allowed absolute drop of any metric@k against the baseline")
+    gate.add_argument("--baseline", default=None, help="a report from an earlier eval (e.g. of the main branch)")
+    gate.add_argument("--out", default=None, help="where to write this run's JSON report")
+    gate.add_argument("--work-dir", default=None, help="keep the corpus and embedding cache here between runs")
+    gate.add_argument("--config", help="settings (default ./monitor.toml if present, else built-in defaults)")
+    gate.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
+
+    demo = sub.add_parser("demo", help="build the bundled demo history (a month of daily news with a drift event)",
+                          description="Backfill the bundled demo corpus into its own data directory: daily runs "
+                                      "from 2026-10-24, with near-duplicate and off-topic documents flowing in "
+                                      "from the drift day. Other settings come from --config when it exists.")
+    demo.add_argument("--days", type=int, default=30, help="number of daily runs (1-30, default 30)")
+    demo.add_argument("--drift-day", type=_date, default=None, help="when the drift packs start (default 2026-11-13)")
+    demo.add_argument("--data-dir", default=DEMO_DATA_DIR, help=f"where to build it (default {DEMO_DATA_DIR})")
+    demo.add_argument("--config", help="settings to use (default ./monitor.toml if present, else built-in defaults)")
+    demo.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
+
+    sim = sub.add_parser("simulate", help="run a drift scenario in a sandbox copy of a data directory",
+                         description="Copy a data directory (never written) into --out, apply a scenario on "
+                                     "--date and re-run every later date there, for side-by-side comparison.")
+    sim.add_argument("--scenario", required=True, choices=SCENARIOS, help="what to simulate")
+    sim.add_argument("--out", required=True, help="the sandbox directory (new, empty, or an earlier sandbox)")
+    sim.add_argument("--date", type=_date, default=None,
+                     help="the day the change happens (default: the source's last run date)")
+    sim.add_argument("--n", type=int, default=40, help="offtopic / near-duplicates: documents to inject")
+    sim.add_argument("--share", type=float, default=None, help="delete: share of the documents to remove")
+    sim.add_argument("--before", type=_date, default=None, help="delete: remove documents published before it")
+    sim.add_argument("--model", default=None, help="embedder: another model name or folder")
+    sim.add_argument("--truncate-dim", type=int, default=None, help="embedder: keep the first N dimensions")
+    sim.add_argument("--seed", type=int, default=0, help="seed for sampled documents")
+    sim.add_argument("--metric", default="recall", help="the metric compared in the printed table")
+    _common(sim)
+    sim.set_defaults(data_dir=None)
     return parser
 
 
@@ -78,6 +137,16 @@ def _summary(result) -> str:
     return "\n".join(lines)
 
 
+def _alert_lines(results) -> list[str]:
+    return [f"  {a.severity.upper()} [{a.rule}] {a.message}" for r in results for a in r.alerts]
+
+
+def _exit(results, fail_on_alert: bool) -> int:
+    from pipeline.alerts import has_alerts
+
+    return EXIT_ALERT if fail_on_alert and any(has_alerts(r.alerts) for r in results) else EXIT_OK
+
+
 def _run(args: argparse.Namespace) -> int:
     from pipeline.job import run_day
 
@@ -85,8 +154,60 @@ def _run(args: argparse.Namespace) -> int:
     day = args.date or date.today()
     result = run_day(config, day, events=args.event)
     print(_summary(result))
+    print("\n".join(_alert_lines([result]) or ["  no alerts"]))
+    if result.notified is False:
+        print("  the webhook notification failed (see the log); the alerts are in alerts.csv")
     print(f"series written to {config.data_dir}")
+    return _exit([result], args.fail_on_alert)
+
+
+def _rebaseline(args: argparse.Namespace) -> int:
+    from pipeline import store
+    from pipeline.corpus import Corpus
+
+    config = load_config(args.config, data_dir=args.data_dir)
+    with store.run_lock(config.data_dir), Corpus.in_dir(config.data_dir) as corpus:
+        n = len(corpus.snapshot(args.date))
+        if n == 0:
+            print(f"error: the corpus in {config.data_dir} held no documents on {args.date}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        store.write_reference(config.data_dir, args.date)
+    print(f"drift reference pinned to {args.date} ({n} documents); the next run compares against it")
     return EXIT_OK
+
+
+def _base_config(path_arg: str | None):
+    """--config, else $DRIFTWATCH_CONFIG or ./monitor.toml when present, else the built-in defaults."""
+    from pathlib import Path
+
+    from pipeline.config import Config
+
+    path = Path(path_arg or os.environ.get("DRIFTWATCH_CONFIG") or "monitor.toml")
+    return load_config(path) if path_arg or path.exists() else Config(data_dir=Path(), gold=Path())
+
+
+def _eval(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from pipeline.gate import evaluate_documents, judge, load_report, table
+
+    if args.k <= 0:
+        print(f"error: --k must be > 0, got {args.k}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    baseline = load_report(Path(args.baseline)) if args.baseline else None
+    report = evaluate_documents(_base_config(args.config), Path(args.gold), [Path(d) for d in args.docs], args.k,
+                                Path(args.work_dir) if args.work_dir else None)
+    print(table(report, baseline))
+    verdict = judge(report, min_recall=args.min_recall_at_k, max_drop=args.max_drop, baseline=baseline)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        print(f"report written to {args.out}")
+    for reason in verdict.reasons:
+        print(f"FAIL: {reason}")
+    print("gate passed" if verdict.passed else "gate failed")
+    return EXIT_OK if verdict.passed else EXIT_ALERT
 
 
 def _backfill(args: argparse.Namespace) -> int:
@@ -105,11 +226,64 @@ def _backfill(args: argparse.Namespace) -> int:
             bar.update(1)
         results = backfill(config, args.start, args.end, progress=progress)
     print(_summary(results[-1]))
+    print("\n".join(_alert_lines(results) or ["  no alerts"]))
     print(f"{len(results)} runs written to {config.data_dir}")
+    return _exit(results, args.fail_on_alert)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    from pipeline.demo import build_demo
+
+    base = _base_config(args.config)
+    with tqdm(total=args.days, unit="day", desc="demo") as bar:
+        def progress(result) -> None:
+            bar.set_postfix_str(f"{result.run_date} docs={result.run['docs_total']}")
+            bar.update(1)
+        results = build_demo(base, Path(args.data_dir), days=args.days, drift_day=args.drift_day, progress=progress)
+    print(_summary(results[-1]))
+    print(f"demo history ({len(results)} runs) written to {Path(args.data_dir).resolve()}")
+    print(f"open it with: DRIFTWATCH_DATA_DIR={args.data_dir} streamlit run app.py")
     return EXIT_OK
 
 
-COMMANDS = {"run": _run, "backfill": _backfill}
+def _simulate(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    from pipeline import store
+    from pipeline.simulate import Scenario, compare, simulate, source_config
+
+    fallback = load_config(args.config) if args.config or Path("monitor.toml").exists() else None
+    source = Path(args.data_dir or (fallback.data_dir if fallback else DEMO_DATA_DIR))
+    config = source_config(source, fallback)
+    runs = store.read_runs(source)
+    if runs.empty:
+        print(f"error: {source}: no history to simulate on (build one with `python -m pipeline demo`)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    start = args.date or runs["run_date"].max().date()
+    scenario = Scenario(args.scenario, start, n=args.n, share=args.share, before=args.before, model=args.model,
+                        truncate_dim=args.truncate_dim, seed=args.seed)
+    scenario.check()
+    todo = int((runs["run_date"].dt.date >= start).sum()) or 1
+    with tqdm(total=todo, unit="day", desc=args.scenario) as bar:
+        result = simulate(config, scenario, source, Path(args.out), progress=lambda r: bar.update(1))
+    k = max([x for x in config.retrieval.k if x <= 5] or config.retrieval.k)
+    table = compare(source, result.sandbox, args.metric, k)
+    table = table[table["run_date"].dt.date >= start]
+    print(f"{scenario.describe()} on {start}; sandbox: {result.sandbox} (source untouched: {result.source})")
+    print(f"{args.metric}@{k}: original vs simulated")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    return EXIT_OK
+
+
+COMMANDS = {"run": _run, "backfill": _backfill, "rebaseline": _rebaseline, "eval": _eval, "demo": _demo,
+            "simulate": _simulate}
 
 
 def _configure_logging(verbose: bool) -> None:

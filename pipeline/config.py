@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import __version__
+from pipeline.metrics import MEAN_NAMES
 
 DEFAULT_CONFIG_FILE = "monitor.toml"
 ENV_CONFIG = "DRIFTWATCH_CONFIG"
@@ -28,6 +29,7 @@ PIPELINES = ("bm25", "dense", "hybrid", "hybrid_rerank")
 DENSE_INDEXES = ("flat", "hnsw")
 BM25_METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
 STOPWORDS = ("en", "none")
+METRIC_NAMES = tuple(MEAN_NAMES.values())  # the averaged metrics' names in metrics.csv
 
 
 class ConfigError(Exception):
@@ -70,6 +72,7 @@ class RetrievalConfig:
     pipelines: tuple[str, ...] = ("bm25", "dense", "hybrid")
     k: tuple[int, ...] = (1, 3, 5, 10)
     candidate_depth: int = 50  # documents each branch contributes (and every pipeline returns)
+    fusion_depth: int | None = None  # cut each branch's list to this many before RRF (None: candidate_depth)
     rrf_k: int = 60
     dense_index: str = "flat"
     hnsw_m: int = 32
@@ -99,6 +102,46 @@ class CorpusConfig:
 
 
 @dataclass(frozen=True)
+class DriftConfig:
+    n_components: int = 10  # reference principal components the embeddings are projected on
+    bins: int = 10  # PSI/KL bins: the reference's quantiles (deciles by default)
+    epsilon: float = 1e-4  # share given to an empty bin, so PSI and KL stay finite
+    sample_cap: int = 5000  # at most this many chunk embeddings per side (seeded sample)
+    seed: int = 0
+    evidently: bool = True  # Evidently's domain-classifier embedding drift (the slowest statistic)
+    query_log: Path | None = None  # real user queries: one per line, or JSONL with "query" and "timestamp"
+    query_window_days: int = 7  # the current window of the query log
+
+
+# Relative drop that fires the drop rule, by criticality preset.
+CRITICALITY = {"critical": 0.05, "standard": 0.10, "exploratory": 0.20}
+
+
+@dataclass(frozen=True)
+class AlertsConfig:
+    window: int = 7  # trailing runs forming the baseline (the current run excluded)
+    criticality: str = "standard"
+    # Series the drop and sigma rules watch, as metric@k; empty: hit, recall, mrr and ndcg at the
+    # largest configured k not above 5 (see `watched`).
+    metrics: tuple[str, ...] = ()
+    drop: dict[str, float] = field(default_factory=dict)  # per-metric relative drop, e.g. {"recall@5" = 0.05}
+    floors: dict[str, float] = field(default_factory=dict)  # absolute minimum, e.g. {"recall@5" = 0.6}
+    sigma: float = 3.0
+    psi_warning: float = 0.1
+    psi_alert: float = 0.2
+    permutations: int = 10000  # paired randomisation test over the questions
+    webhook_url: str | None = None  # Slack-compatible incoming webhook
+    webhook_timeout: float = 5.0
+    webhook_retries: int = 3
+
+    def watched(self, ks: tuple[int, ...]) -> tuple[str, ...]:
+        if self.metrics:
+            return self.metrics
+        k = max([x for x in ks if x <= 5] or [min(ks)])
+        return tuple(f"{m}@{k}" for m in ("hit", "recall", "mrr", "ndcg"))
+
+
+@dataclass(frozen=True)
 class Config:
     data_dir: Path
     gold: Path
@@ -110,13 +153,15 @@ class Config:
     bm25: Bm25Config = field(default_factory=Bm25Config)
     rerank: RerankConfig = field(default_factory=RerankConfig)
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    drift: DriftConfig = field(default_factory=DriftConfig)
+    alerts: AlertsConfig = field(default_factory=AlertsConfig)
     file: Path | None = None  # where it was read from (not a setting)
 
     def config_hash(self) -> str:
         """A short hash of every setting that changes what a run measures."""
         settings = {
             name: dataclasses.asdict(getattr(self, name))
-            for name in ("embedder", "chunking", "retrieval", "bm25", "rerank", "corpus")
+            for name in ("embedder", "chunking", "retrieval", "bm25", "rerank", "corpus", "drift")
         }
         blob = json.dumps(settings, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -138,6 +183,11 @@ def _coerce(value: Any, tp: Any, where: str, base: Path) -> Any:
     if origin in (typing.Union, types.UnionType):
         options = [a for a in typing.get_args(tp) if a is not type(None)]
         return _coerce(value, options[0], where, base)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a table of name = value, got {value!r}")
+        item = typing.get_args(tp)[1]
+        return {str(k): _coerce(v, item, f"{where}.{k}", base) for k, v in value.items()}
     if origin is tuple:
         item = typing.get_args(tp)[0]
         if not isinstance(value, list):
@@ -205,6 +255,8 @@ def _check(cfg: Config, src: str) -> None:
         raise bad("retrieval.k", "give distinct positive integers, e.g. [1, 3, 5, 10]")
     if r.candidate_depth < max(r.k):
         raise bad("retrieval.candidate_depth", f"must be >= the largest k ({max(r.k)})")
+    if r.fusion_depth is not None and r.fusion_depth <= 0:
+        raise bad("retrieval.fusion_depth", "must be > 0")
     if r.rrf_k < 0:
         raise bad("retrieval.rrf_k", "must be >= 0")
     if r.dense_index not in DENSE_INDEXES:
@@ -221,6 +273,30 @@ def _check(cfg: Config, src: str) -> None:
         raise bad("rerank.depth", "depth and batch_size must be > 0")
     if cfg.corpus.max_age_days is not None and cfg.corpus.max_age_days <= 0:
         raise bad("corpus.max_age_days", "must be > 0 (leave it out to keep everything)")
+    d = cfg.drift
+    if d.n_components <= 0 or d.bins < 2 or not 0 < d.epsilon < 1 or d.sample_cap < 10:
+        raise bad("drift", "need n_components > 0, bins >= 2, 0 < epsilon < 1 and sample_cap >= 10")
+    if d.query_window_days <= 0:
+        raise bad("drift.query_window_days", "must be > 0")
+    a = cfg.alerts
+    if a.criticality not in CRITICALITY:
+        raise bad("alerts.criticality", f"must be one of {', '.join(CRITICALITY)}")
+    if a.window < 2:
+        raise bad("alerts.window", "must be >= 2 runs")
+    for key, names in (("alerts.metrics", a.metrics), ("alerts.drop", a.drop), ("alerts.floors", a.floors)):
+        for name in names:
+            metric, _, k = name.partition("@")
+            if metric not in METRIC_NAMES or not k.isdigit() or int(k) not in r.k:
+                raise bad(key, f"{name!r} is not metric@k with a metric in {', '.join(METRIC_NAMES)} "
+                               f"and k in retrieval.k {list(r.k)}")
+    if any(not 0 < v < 1 for v in a.drop.values()):
+        raise bad("alerts.drop", "relative drops are fractions between 0 and 1, e.g. 0.1 for 10%")
+    if a.sigma <= 0 or not 0 < a.psi_warning <= a.psi_alert or a.permutations < 100:
+        raise bad("alerts", "need sigma > 0, 0 < psi_warning <= psi_alert and permutations >= 100")
+    if a.webhook_url is not None and not a.webhook_url.startswith(("http://", "https://")):
+        raise bad("alerts.webhook_url", "must be an http(s) URL")
+    if a.webhook_timeout <= 0 or a.webhook_retries < 0:
+        raise bad("alerts.webhook_timeout", "timeout must be > 0 and retries >= 0")
     names = [s.name for s in cfg.sources]
     for i, s in enumerate(cfg.sources):
         if not s.name.strip():
@@ -259,3 +335,31 @@ def load_config(path: Path | str | None = None, *, data_dir: Path | str | None =
     cfg = cfg.replace(file=path)
     _check(cfg, str(path))
     return cfg
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (str, Path)):
+        return json.dumps(str(value))  # a JSON string is a valid TOML basic string
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml_value(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def to_toml(cfg: Config) -> str:
+    """The config as a TOML file that `load_config` reads back to an equal config (absolute paths)."""
+    lines = [f"data_dir = {_toml_value(cfg.data_dir)}", f"gold = {_toml_value(cfg.gold)}"]
+    for source in cfg.sources:
+        lines += ["", "[[sources]]"] + [f"{k} = {_toml_value(v)}" for k, v in dataclasses.asdict(source).items()
+                                        if v is not None]
+    for f in dataclasses.fields(cfg):
+        section = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(section):
+            lines += ["", f"[{f.name}]"] + [f"{k} = {_toml_value(v)}" for k, v in dataclasses.asdict(section).items()
+                                            if v is not None]
+    return "\n".join(lines) + "\n"

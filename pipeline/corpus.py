@@ -205,6 +205,13 @@ class Corpus:
                       "AND (deleted_at IS NULL OR deleted_at > :day)"),
         )
 
+    def clear_documents(self) -> None:
+        """Forget every document, version and feed validator; keep the embedding cache."""
+        with self.db:
+            self.db.execute("DELETE FROM versions")
+            self.db.execute("DELETE FROM documents")
+            self.db.execute("DELETE FROM http_cache")
+
     def documents_info(self, doc_ids: Sequence[str]) -> dict[str, dict]:
         """Title, url, source, first_seen and deleted_at of the latest version of each id (for display)."""
         out: dict[str, dict] = {}

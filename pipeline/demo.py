@@ -1,14 +1,20 @@
-"""The bundled demo corpus: article records (JSONL) rendered as the daily RSS 2.0 files the demo replays."""
+"""The bundled demo: article records rendered as daily RSS 2.0 files, and the demo history built from them
+(a month of daily runs with a scripted drift event)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+import shutil
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from email.utils import format_datetime
 from pathlib import Path
 from xml.sax.saxutils import escape
+
+from pipeline import store
+from pipeline.config import Config, SourceConfig, to_toml
+from pipeline.corpus import CORPUS_FILE, Corpus
 
 DEMO_DIR = Path(__file__).resolve().parents[1] / "data" / "demo"
 ARTICLES_DIR = DEMO_DIR / "articles"
@@ -18,6 +24,12 @@ GOLD_FILE = DEMO_DIR / "gold.jsonl"
 
 DAY_ONE = date(2026, 10, 19)  # day 1 of the demo's 35 days
 N_DAYS = 35
+FIRST_RUN_DAY = 6  # every gold document is published by day 6: the history starts there
+MAX_RUNS = N_DAYS - FIRST_RUN_DAY + 1  # 30
+DRIFT_DAY = 26  # default day on which the drift packs start flowing in (2026-11-13)
+DRIFT_SPREAD = 2  # days over which each pack arrives
+DEMO_CONFIG = "demo.toml"  # written into a demo data directory: the configuration that built it
+PACKS = {"near-duplicates": "near_duplicates_*.jsonl", "offtopic": "offtopic_sports.jsonl"}
 LOCAL_TZ = timezone(timedelta(hours=1))  # Carvania is on UTC+01:00
 LINK_BASE = "https://demo.driftwatch.invalid"
 
@@ -36,6 +48,7 @@ OUTLETS = (
     Outlet("fieldside-sports", "Fieldside Sports", ("sports",)),
 )
 NEAR_DUPLICATE_OUTLET = Outlet("coastline-syndicate", "Coastline Syndicate", ())
+PACK_OUTLETS = {"near-duplicates": NEAR_DUPLICATE_OUTLET, "offtopic": OUTLETS[3]}
 
 
 @dataclass(frozen=True)
@@ -48,10 +61,12 @@ class Article:
     category: str
     story: str
     kind: str
+    targets: tuple[str, ...] = ()  # near-duplicates: the gold questions each is meant to confuse
 
     @classmethod
     def from_record(cls, record: dict) -> Article:
-        return cls(**{f: record[f] for f in cls.__dataclass_fields__})
+        fields = {f: record[f] for f in cls.__dataclass_fields__ if f in record}
+        return cls(**{**fields, "targets": tuple(record.get("targets", ()))})
 
 
 def read_articles(path: Path) -> list[Article]:
@@ -130,6 +145,80 @@ def write_gold(out: Path = GOLD_FILE) -> None:
              for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     lines.sort(key=lambda line: json.loads(line)["id"])
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def pack_articles(name: str) -> list[Article]:
+    """A drift pack: "near-duplicates" (look like answers to gold questions, are not) or "offtopic" (sports)."""
+    if name not in PACKS:
+        raise ValueError(f"unknown pack {name!r} (valid: {', '.join(PACKS)})")
+    return [a for path in sorted(PACKS_DIR.glob(PACKS[name])) for a in read_articles(path)]
+
+
+def spread(articles: Sequence[Article], first: date, days: int) -> dict[date, list[Article]]:
+    """Deal articles over `days` consecutive dates from `first`, in order, as evenly as possible."""
+    per_day: dict[date, list[Article]] = {}
+    for i, article in enumerate(articles):
+        per_day.setdefault(first + timedelta(days=i * days // len(articles)), []).append(article)
+    return per_day
+
+
+def write_pack_feeds(out_dir: Path, first: date, days: int = DRIFT_SPREAD) -> list[SourceConfig]:
+    """Render both drift packs as dated feed files under `out_dir`, arriving from `first` on."""
+    sources = []
+    for name, outlet in PACK_OUTLETS.items():
+        folder = out_dir / outlet.slug
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        for day, items in spread(pack_articles(name), first, days).items():
+            (folder / f"{day.isoformat()}.xml").write_bytes(render_rss(outlet, items, day))
+        sources.append(SourceConfig(name=outlet.slug, path=folder))
+    return sources
+
+
+def demo_sources() -> tuple[SourceConfig, ...]:
+    return tuple(SourceConfig(name=o.slug, path=FEEDS_DIR / o.slug) for o in OUTLETS if (FEEDS_DIR / o.slug).is_dir())
+
+
+class DemoError(Exception):
+    """The demo cannot be built where asked (a directory holding other history)."""
+
+
+def _reset(data_dir: Path) -> None:
+    """Clear a demo directory's series and documents; the embedding cache is kept, so a rebuild is quick."""
+    if data_dir.exists() and any(data_dir.iterdir()) and not (data_dir / DEMO_CONFIG).exists():
+        raise DemoError(f"{data_dir} holds data that the demo did not build; give an empty or new --data-dir")
+    for name in store.SCHEMAS:
+        (data_dir / name).unlink(missing_ok=True)
+    if (data_dir / CORPUS_FILE).exists():
+        with Corpus.in_dir(data_dir) as corpus:
+            corpus.clear_documents()
+
+
+def build_demo(base: Config, data_dir: Path, *, days: int = MAX_RUNS, drift_day: date | None = None,
+               progress: Callable[[object], None] | None = None) -> list:
+    """Backfill `days` daily runs of the bundled demo into `data_dir` (from day 6, 2026-10-24).
+
+    From `drift_day` (default day 26, 2026-11-13) the near-duplicate and off-topic packs flow in over
+    two days; `base` supplies every other setting (embedder, chunking, retrieval...).
+    """
+    from pipeline.job import backfill
+
+    if not 1 <= days <= MAX_RUNS:
+        raise DemoError(f"--days must be between 1 and {MAX_RUNS}, got {days}")
+    drift_day = drift_day or demo_date(DRIFT_DAY)
+    first, last = demo_date(FIRST_RUN_DAY), demo_date(FIRST_RUN_DAY + days - 1)
+    if not first < drift_day <= demo_date(N_DAYS):
+        raise DemoError(f"the drift day must fall after {first} and by {demo_date(N_DAYS)}, got {drift_day}")
+    data_dir = Path(data_dir).resolve()
+    _reset(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    packs = write_pack_feeds(data_dir / "demo-feeds", drift_day)
+    config = base.replace(data_dir=data_dir, gold=GOLD_FILE, sources=demo_sources() + tuple(packs))
+    (data_dir / DEMO_CONFIG).write_text(to_toml(config), encoding="utf-8")
+    n_dup, n_off = len(pack_articles("near-duplicates")), len(pack_articles("offtopic"))
+    events = {drift_day: f"drift event: {n_dup} near-duplicate and {n_off} off-topic documents start flowing in "
+                         f"over {DRIFT_SPREAD} days"}
+    return backfill(config, first, last, progress=progress, events=events)
 
 
 if __name__ == "__main__":

@@ -5,13 +5,15 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 
 import numpy as np
+import pandas as pd
 
-from pipeline import store
+from pipeline import drift, store
+from pipeline.alerts import Alert, alerts_frame, evaluate_alerts, notify_webhook
 from pipeline.chunking import Chunk, chunk_document
 from pipeline.config import Config
 from pipeline.corpus import Corpus, StoredDocument
@@ -31,6 +33,9 @@ class RunResult:
     metrics: list[dict]  # the metrics.csv rows
     per_question: list[dict]  # the per_question.csv rows
     failed_feeds: list[FeedOutcome] = field(default_factory=list)
+    drift: list[dict] = field(default_factory=list)  # the drift.csv rows
+    alerts: list[Alert] = field(default_factory=list)  # every alert of the run (new and ongoing)
+    notified: bool | None = None  # webhook delivery: None when nothing was to be sent
 
     def mean(self, pipeline: str, metric: str, k: int) -> float:
         for row in self.metrics:
@@ -72,8 +77,10 @@ def chunk_documents(config: Config, documents: Sequence[StoredDocument]) -> list
 
 
 def evaluate_pipelines(config: Config, retriever: Retriever, gold: Sequence[GoldQuestion],
-                       query_vectors: np.ndarray, present: set[str], run_date: date) -> tuple[list[dict], list[dict]]:
-    """metrics.csv and per_question.csv rows for every configured pipeline at every k."""
+                       query_vectors: np.ndarray, present: set[str], run_date: date,
+                       rankings_out: dict[str, list[Ranking]] | None = None) -> tuple[list[dict], list[dict]]:
+    """metrics.csv and per_question.csv rows for every configured pipeline at every k; each
+    pipeline's rankings are left in `rankings_out` when given."""
     questions = [q.question for q in gold]
     qrels = [q.relevant for q in gold]
     missing = [sum(1 for d in q.relevant_ids if d not in present) for q in gold]
@@ -84,6 +91,8 @@ def evaluate_pipelines(config: Config, retriever: Retriever, gold: Sequence[Gold
     question_rows: list[dict] = []
     for pipeline in config.retrieval.pipelines:
         rankings = retriever.search(pipeline, questions, query_vectors, cache)
+        if rankings_out is not None:
+            rankings_out[pipeline] = rankings
         result = evaluate([r.doc_ids for r in rankings], qrels, ks)
         for k in ks:
             for name in METRICS:
@@ -103,11 +112,72 @@ def evaluate_pipelines(config: Config, retriever: Retriever, gold: Sequence[Gold
     return metric_rows, question_rows
 
 
-def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embedder | None = None) -> RunResult:
+def _top1_cosines(config: Config, retriever: Retriever, rankings: dict[str, list[Ranking]],
+                  query_vectors: np.ndarray, chunk_vectors: np.ndarray) -> list[tuple[str, float]]:
+    """Mean cosine between each question and the best chunk of its top-1 document, per pipeline that uses
+    dense retrieval (for `dense` it is the top-1 score itself)."""
+    position = {c.id: i for i, c in enumerate(retriever.table.chunks)}
+    rows = []
+    for pipeline, ranked in rankings.items():
+        if pipeline == "bm25":
+            continue
+        cosines = [float(chunk_vectors[position[r.chunk_ids[0]]] @ q) if r.chunk_ids else float("nan")
+                   for r, q in zip(ranked, query_vectors)]
+        rows.append((f"{drift.TOP1_COSINE.name}_{pipeline}", drift.query_top1_cosine(cosines)))
+    return rows
+
+
+def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: date, current: np.ndarray,
+               top1: list[tuple[str, float]]) -> list[dict]:
+    """drift.csv rows: the current chunk embeddings against the reference date's, plus query drift."""
+    reference_date = store.read_reference(config.data_dir)
+    if reference_date is None:  # the first run pins itself as the reference until `rebaseline` moves it
+        reference_date = run_date
+        store.write_reference(config.data_dir, reference_date)
+    reference_chunks = chunk_documents(config, corpus.snapshot(reference_date))
+    reference = embed_cached(corpus, embedder, [c.text for c in reference_chunks]).vectors
+    stats: list[tuple[str, float]] = list(top1)
+    n_ref, n_cur = len(reference), len(current)
+    if n_ref >= 2 and n_cur >= 2:
+        measured = drift.embedding_drift(reference, current, config.drift)
+        stats += measured.rows()
+        n_ref, n_cur = measured.n_reference, measured.n_current
+        if config.drift.evidently:
+            stats += drift.evidently_embedding_drift(reference, current, config.drift.seed,
+                                                     min(config.drift.sample_cap, drift.EVIDENTLY_SAMPLE_CAP)).rows()
+    rows = [{"run_date": run_date.isoformat(), "statistic": name, "value": value,
+             "reference_date": reference_date.isoformat(), "n_reference": n_ref, "n_current": n_cur}
+            for name, value in stats]
+    if config.drift.query_log is not None:
+        window = drift.read_query_log(config.drift.query_log, run_date, config.drift.query_window_days)
+        if len(window.reference) >= 2 and len(window.current) >= 2:
+            ref_q = embed_cached(corpus, embedder, window.reference).vectors
+            cur_q = embed_cached(corpus, embedder, window.current).vectors
+            measured = drift.embedding_drift(ref_q, cur_q, config.drift)
+            rows += [{"run_date": run_date.isoformat(), "statistic": name, "value": value,
+                      "reference_date": "", "n_reference": measured.n_reference, "n_current": measured.n_current}
+                     for name, value in measured.rows(prefix=drift.QUERY_PREFIX)]
+    return rows
+
+
+def evaluate_run_alerts(config: Config, run_date: date, run: dict) -> list[Alert]:
+    """The alert rules over the stored series, with this run's runs.csv row (not yet written) included."""
+    data_dir = config.data_dir
+    runs = store.read_runs(data_dir)
+    today = pd.DataFrame([run]).astype({"run_date": "datetime64[ns]"})
+    runs = pd.concat([runs[runs["run_date"] != pd.Timestamp(run_date)], today], ignore_index=True)
+    alerts = store.read(data_dir, store.ALERTS)
+    return evaluate_alerts(run_date, store.read_metrics(data_dir), store.read_per_question(data_dir),
+                           store.read(data_dir, store.DRIFT), runs, config.alerts, config.retrieval.k,
+                           alerts[alerts["run_date"] < pd.Timestamp(run_date)])
+
+
+def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embedder | None = None,
+            notify: bool = True) -> RunResult:
     """The daily job for one date. Re-running a date replaces that date's rows.
 
-    Order of writes: per_question, metrics, then runs; a runs.csv row therefore means the
-    date's other rows are complete.
+    Order of writes: per_question, metrics, drift, alerts, then runs; a runs.csv row therefore
+    means the date's other rows are complete. Notification comes last and never fails the run.
     """
     gold = load_gold(config.gold)  # bad input stops the run before anything is written
     started, t0 = _now(), time.perf_counter()
@@ -123,7 +193,11 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                     if "hybrid_rerank" in config.retrieval.pipelines else None)
         retriever = Retriever(chunks, embedded.vectors, config, reranker)
         present = {s.document.id for s in snapshot}
-        metric_rows, question_rows = evaluate_pipelines(config, retriever, gold, queries.vectors, present, run_date)
+        rankings: dict[str, list[Ranking]] = {}
+        metric_rows, question_rows = evaluate_pipelines(config, retriever, gold, queries.vectors, present, run_date,
+                                                        rankings)
+        top1 = _top1_cosines(config, retriever, rankings, queries.vectors, embedded.vectors)
+        drift_table = drift_rows(config, corpus, embedder, run_date, embedded.vectors, top1)
         counts = corpus.counts(run_date)
         fetched = [o for o in outcomes if not o.replayed]
         failed = [o for o in fetched if not o.ok]  # sources.collect has logged each with its URL
@@ -139,8 +213,17 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         }
         store.replace_date(data_dir, store.PER_QUESTION, run_date, question_rows)
         store.replace_date(data_dir, store.METRICS, run_date, metric_rows)
+        store.replace_date(data_dir, store.DRIFT, run_date, drift_table)
+        alerts = evaluate_run_alerts(config, run_date, run)
+        store.replace_date(data_dir, store.ALERTS, run_date, alerts_frame(alerts))
+        run["seconds"] = round(time.perf_counter() - t0, 3)
+        run["finished_at"] = _now()
         store.replace_date(data_dir, store.RUNS, run_date, [run])
-    return RunResult(run_date, run, metric_rows, question_rows, failed)
+    notified = None
+    if notify and config.alerts.webhook_url and any(a.new for a in alerts):
+        notified = notify_webhook(config.alerts.webhook_url, alerts, timeout=config.alerts.webhook_timeout,
+                                  retries=config.alerts.webhook_retries, run_date=run_date)
+    return RunResult(run_date, run, metric_rows, question_rows, failed, drift_table, alerts, notified)
 
 
 def date_range(start: date, end: date) -> list[date]:
@@ -149,13 +232,13 @@ def date_range(start: date, end: date) -> list[date]:
     return [start + timedelta(days=i) for i in range((end - start).days + 1)]
 
 
-def backfill(config: Config, start: date, end: date, *,
-             progress: Callable[[RunResult], None] | None = None) -> list[RunResult]:
-    """One run per day from `start` to `end`, sharing one loaded model."""
+def backfill(config: Config, start: date, end: date, *, progress: Callable[[RunResult], None] | None = None,
+             events: Mapping[date, str] | None = None) -> list[RunResult]:
+    """One run per day from `start` to `end`, sharing one loaded model; `events` annotates some dates."""
     embedder = Embedder(config.embedder)
     results = []
     for day in date_range(start, end):
-        result = run_day(config, day, embedder=embedder)
+        result = run_day(config, day, embedder=embedder, events=(events or {}).get(day, ""))
         results.append(result)
         if progress:
             progress(result)

@@ -1,13 +1,13 @@
-"""Retrieval metrics as trec_eval computes them, per question (scalar functions) and for a question set (`evaluate`).
-Questions with no relevant doc (grade > 0) get NaN relevance metrics, kept out of the means; unjudged@k stays defined."""
+"""Retrieval metrics as trec_eval computes them: per question (scalar functions) and per question set (`evaluate`).
+Questions without a relevant doc (grade > 0) get NaN relevance metrics, left out of means; unjudged@k stays defined."""
 
 from __future__ import annotations
 
 import math
-from itertools import chain, repeat
-from operator import itemgetter
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain, repeat
 from numbers import Integral
 from typing import NamedTuple
 
@@ -99,11 +99,17 @@ def unjudged_at_k(ranking: Ranking, qrels: Qrels, k: int) -> float:
 
 
 def ranking_from_scores(scores: Mapping[str, float]) -> list[str]:
-    """Doc ids in trec_eval's order: score descending, ties broken by doc id descending (lexicographic)."""
-    return [doc for doc, _ in sorted(scores.items(), key=itemgetter(1, 0), reverse=True)]
+    """Doc ids in trec_eval's order: score descending, ties broken by doc id descending (lexicographic).
+
+    trec_eval keeps scores as 32-bit floats, so scores that are equal at that precision tie too.
+    """
+    single_precision = array("f", scores.values())
+    return [doc for _, doc in sorted(zip(single_precision, scores), reverse=True)]
 
 
 class Mean(NamedTuple):
+    """A metric's mean over the questions where it is defined."""
+
     value: float  # NaN when no question entered the mean
     count: int  # questions for which the metric is defined
 
@@ -136,23 +142,22 @@ def _left_aligned(flat: np.ndarray, lengths: np.ndarray, width: int) -> np.ndarr
 
 
 def _cumulative_dcg(grades: np.ndarray) -> np.ndarray:
+    """Column j: DCG of each row's first j + 1 grades."""
     # libm's log2, as trec_eval and _dcg use: numpy's vectorised log2 can differ in the last bit.
     discounts = np.array([math.log2(rank + 1) for rank in range(1, grades.shape[1] + 1)])
-    return np.cumsum((np.exp2(grades) - 1) / discounts, axis=1)
+    gains = np.exp2(grades) - 1
+    gains /= discounts
+    return gains.cumsum(axis=1, out=gains)
 
 
 def _ideal_dcg(qrels: Sequence[Qrels], ks: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Each question's ideal DCG at each k (columns in the order of ks) and its number of relevant docs."""
     sizes = np.fromiter(map(len, qrels), dtype=np.intp, count=len(qrels))
     grades = np.fromiter(chain.from_iterable(q.values() for q in qrels), dtype=np.float64, count=int(sizes.sum()))
-    question = np.repeat(np.arange(len(qrels)), sizes)[grades > 0]
-    grades = grades[grades > 0]
-    n_relevant = np.bincount(question, minlength=len(qrels))
-    order = np.lexsort((-grades, question))  # question order kept, best grade first within each
-    position = np.arange(len(order)) - np.repeat(np.cumsum(n_relevant) - n_relevant, n_relevant)
-    best = np.zeros((len(qrels), min(max(ks), int(n_relevant.max(initial=0)))))  # ideal ranking, 0-padded
-    keep = position < best.shape[1]
-    best[question[keep], position[keep]] = grades[order][keep]
+    relevant = grades > 0
+    n_relevant = np.bincount(np.repeat(np.arange(len(qrels)), sizes)[relevant], minlength=len(qrels))
+    width = int(n_relevant.max(initial=0))
+    best = np.sort(_left_aligned(grades[relevant], n_relevant, width), axis=1)[:, ::-1][:, : max(ks)]
     cumulative = np.pad(_cumulative_dcg(best), ((0, 0), (1, 0)))  # column j: ideal DCG of the top j
     return cumulative[:, np.minimum(ks, best.shape[1])], n_relevant
 
@@ -161,11 +166,11 @@ def evaluate(rankings: Sequence[Ranking], qrels: Sequence[Qrels], ks: Sequence[i
     """Every metric at every cutoff for a question set; equal to the scalar functions, question by question."""
     if len(rankings) != len(qrels):
         raise ValueError(f"{len(rankings)} rankings but {len(qrels)} qrels")
-    if not ks:
-        raise ValueError("ks must name at least one cutoff")
     for k in ks:
         _check_k(k)
-    ks = tuple(dict.fromkeys(ks))
+    ks = tuple(dict.fromkeys(map(int, ks)))
+    if not ks:
+        raise ValueError("ks must name at least one cutoff")
     lengths = np.fromiter(map(len, rankings), dtype=np.intp, count=len(rankings))
     width = max(max(ks), int(lengths.max(initial=0)))
 
@@ -173,12 +178,12 @@ def evaluate(rankings: Sequence[Ranking], qrels: Sequence[Qrels], ks: Sequence[i
     lookups = chain.from_iterable(map(q.get, r, repeat(math.nan)) for r, q in zip(rankings, qrels))
     grades = _left_aligned(np.fromiter(lookups, dtype=np.float64, count=int(lengths.sum())), lengths, width)
     unjudged = np.isnan(grades)
-    grades[unjudged] = 0.0
+    np.copyto(grades, 0.0, where=unjudged)
     relevant = grades > 0
     columns = np.array(ks) - 1
     hits = np.cumsum(relevant, axis=1, dtype=np.int32)[:, columns]
     unjudged_counts = np.cumsum(unjudged, axis=1, dtype=np.int32)[:, columns]
-    dcg = _cumulative_dcg(grades)[:, columns]
+    dcg = _cumulative_dcg(grades[:, : max(ks)])[:, columns]
     ideal_dcg, n_relevant = _ideal_dcg(qrels, ks)
     first = np.where(relevant.any(axis=1), relevant.argmax(axis=1) + 1, NO_RELEVANT_RANK)
     defined = n_relevant > 0

@@ -128,6 +128,10 @@ class Bm25Index:
         return np.asarray(self.model.get_scores(ids), dtype=np.float64)
 
 
+def _head(ranking: Ranking, n: int) -> Ranking:
+    return Ranking(ranking.doc_ids[:n], ranking.scores[:n], ranking.chunk_ids[:n])
+
+
 def rrf(rankings: Sequence[Ranking], k_rrf: int, depth: int) -> Ranking:
     """Reciprocal rank fusion: score(d) = sum over lists of 1 / (k_rrf + rank(d)), ranks from 1.
 
@@ -238,7 +242,9 @@ class Retriever:
             elif pipeline == "hybrid":
                 dense = self.search("dense", questions, query_vectors, cache)
                 sparse = self.search("bm25", questions, query_vectors, cache)
-                cache[pipeline] = [rrf([d, s], self.config.retrieval.rrf_k, self.depth) for d, s in zip(dense, sparse)]
+                cut = self.config.retrieval.fusion_depth or self.depth
+                cache[pipeline] = [rrf([_head(d, cut), _head(s, cut)], self.config.retrieval.rrf_k, self.depth)
+                                   for d, s in zip(dense, sparse)]
             elif pipeline == "hybrid_rerank":
                 if self.reranker is None:
                     raise ValueError("pipeline hybrid_rerank needs a reranker")

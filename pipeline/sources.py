@@ -476,7 +476,7 @@ def _collect_folder(name: str, folder: Path, run_date: date) -> list[FeedOutcome
     except FeedError as error:
         return [_failed(name, str(folder), error)]
     if not files:
-        logger.info("%s: no dated feed files up to %s", folder, run_date.isoformat())
+        logger.debug("%s: no dated feed files up to %s", folder, run_date.isoformat())
     return [dataclasses.replace(_collect_file(name, path, published_before=None), replayed=day < run_date)
             for day, path in files]
 

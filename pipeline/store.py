@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import io
+import json
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ PER_QUESTION = "per_question.csv"
 DRIFT = "drift.csv"
 ALERTS = "alerts.csv"
 LOCK_FILE = "driftwatch.lock"
+REFERENCE_FILE = "reference.json"  # the pinned reference date of the drift statistics
 
 RUN_DATE = "run_date"
 
@@ -101,7 +103,8 @@ def _last_run_date(path: Path) -> str | None:
 
 
 def _frame(rows: pd.DataFrame | Sequence[dict], name: str) -> pd.DataFrame:
-    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    rows = rows if isinstance(rows, pd.DataFrame) else list(rows)
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows, columns=None if rows else SCHEMAS[name])
     columns = SCHEMAS[name]
     missing = [c for c in columns if c not in frame.columns]
     if missing or len(frame.columns) != len(columns):
@@ -208,6 +211,22 @@ def read_metrics(data_dir: Path) -> pd.DataFrame:
 
 def read_per_question(data_dir: Path) -> pd.DataFrame:
     return read(data_dir, PER_QUESTION)
+
+
+def read_reference(data_dir: Path) -> date | None:
+    """The pinned reference date of the drift statistics, or None (then the first run date is used)."""
+    path = Path(data_dir) / REFERENCE_FILE
+    if not path.exists():
+        return None
+    try:
+        return date.fromisoformat(json.loads(path.read_text(encoding="utf-8"))["reference_date"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StoreSchemaError(f"{path}: expected {{\"reference_date\": \"YYYY-MM-DD\"}}: {exc}") from None
+
+
+def write_reference(data_dir: Path, day: date) -> None:
+    body = (json.dumps({"reference_date": day.isoformat()}) + "\n").encode()
+    _atomic_write(Path(data_dir) / REFERENCE_FILE, lambda f: f.write(body))
 
 
 @contextmanager

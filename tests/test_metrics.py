@@ -17,6 +17,7 @@ from pipeline.metrics import (
     first_relevant_rank,
     hit_at_k,
     ndcg_at_k,
+    num_relevant,
     precision_at_k,
     ranking_from_scores,
     recall_at_k,
@@ -155,14 +156,22 @@ def test_ranking_from_scores_breaks_ties_by_doc_id_descending():
     assert ranking_from_scores(scores) == ["b", "d9", "d10", "c", "a"]  # "d9" > "d10" as strings
 
 
+def test_ranking_from_scores_ties_scores_equal_in_single_precision():
+    # 1 + 1e-9 and 1 are the same 32-bit float, the precision trec_eval keeps, so the doc ids decide
+    assert ranking_from_scores({"a": 1 + 1e-9, "b": 1.0}) == ["b", "a"]
+
+
 def random_questions(seed: int, n: int) -> tuple[list[dict[str, float]], list[dict[str, int]]]:
-    """Runs with many score ties (scores on a grid of 5) and graded qrels, some without relevant docs."""
+    """Runs with many score ties and graded qrels, some without relevant docs.
+
+    Scores lie on a grid of 5, some nudged by 1e-9: distinct as doubles, tied as trec_eval's 32-bit floats.
+    """
     rng = np.random.default_rng(seed)
     docs = [f"d{i}" for i in range(60)]
     runs, qrels = [], []
     for _ in range(n):
         retrieved = rng.choice(docs, size=rng.integers(0, 41), replace=False)
-        runs.append({doc: float(rng.integers(0, 5)) / 2 for doc in retrieved})
+        runs.append({doc: float(1 + rng.integers(0, 5) / 2 + rng.integers(0, 2) * 1e-9) for doc in retrieved})
         never_retrieved = [f"x{i}" for i in range(rng.integers(3))]
         judged = [*rng.choice(docs, size=rng.integers(0, 12), replace=False), *never_retrieved]
         # grade 0 is frequent, so some questions have no relevant doc
@@ -176,6 +185,7 @@ def test_evaluate_equals_scalar_functions():
     ks = (1, 2, 5, 10, 30)  # rankings reach 40, so some first relevant ranks lie beyond the largest k
     evaluation = evaluate(rankings, qrels, ks)
     assert evaluation.first_relevant_rank.tolist() == [first_relevant_rank(r, q) for r, q in zip(rankings, qrels)]
+    assert evaluation.num_relevant.tolist() == [num_relevant(q) for q in qrels]
     # Python >= 3.12 sums floats with compensation, so the scalar nDCG may differ from the cumsum in the last bits.
     tolerance = {"ndcg": 1e-14}
     for k in ks:

@@ -1,0 +1,194 @@
+"""Drift scenarios run in a sandbox copy of a data directory; the source directory is only read."""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import json
+import os
+import random
+import shutil
+import sqlite3
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+
+import pandas as pd
+
+from pipeline import store
+from pipeline.config import Config, load_config
+from pipeline.corpus import CORPUS_FILE, Corpus
+from pipeline.demo import DEMO_CONFIG, LOCAL_TZ, pack_articles
+from pipeline.job import RunResult, run_day
+from pipeline.sources import Document
+
+SCENARIOS = ("offtopic", "near-duplicates", "delete", "embedder")
+SANDBOX_FILE = "sandbox.json"
+
+
+class SimulationError(Exception):
+    """A scenario that cannot run as asked; the message says which option is wrong."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    start: date  # the day the change happens; the sandbox's series diverge from here
+    n: int = 40  # offtopic / near-duplicates: documents injected
+    share: float | None = None  # delete: share of the corpus removed (seeded)
+    before: date | None = None  # delete: remove documents published before this date
+    model: str | None = None  # embedder: another model name or folder
+    truncate_dim: int | None = None  # embedder: keep only the first N dimensions
+    seed: int = 0
+
+    def describe(self) -> str:
+        if self.name in ("offtopic", "near-duplicates"):
+            return f"simulation: injected {self.n} {self.name} documents"
+        if self.name == "delete":
+            what = f"{self.share:.0%} of the documents" if self.share is not None else f"documents published before {self.before}"
+            return f"simulation: deleted {what}"
+        parts = [p for p in (self.model, self.truncate_dim and f"truncated to {self.truncate_dim} dimensions") if p]
+        return f"simulation: embedder swapped ({', '.join(parts)})"
+
+    def check(self) -> None:
+        if self.name not in SCENARIOS:
+            raise SimulationError(f"unknown scenario {self.name!r} (valid: {', '.join(SCENARIOS)})")
+        if self.name in ("offtopic", "near-duplicates"):
+            available = len(pack_articles(self.name))
+            if not 1 <= self.n <= available:
+                raise SimulationError(f"--n must be between 1 and {available} for {self.name}, got {self.n}")
+        if self.name == "delete" and (self.share is None) == (self.before is None):
+            raise SimulationError("delete needs exactly one of --share or --before")
+        if self.share is not None and not 0 < self.share <= 1:
+            raise SimulationError(f"--share must be within (0, 1], got {self.share}")
+        if self.name == "embedder" and self.model is None and self.truncate_dim is None:
+            raise SimulationError("embedder needs --model and/or --truncate-dim")
+        if self.truncate_dim is not None and self.truncate_dim <= 0:
+            raise SimulationError(f"--truncate-dim must be > 0, got {self.truncate_dim}")
+
+
+@dataclass(frozen=True)
+class Simulation:
+    source: Path
+    sandbox: Path
+    scenario: Scenario
+    results: list[RunResult]
+
+
+@contextmanager
+def _read_lock(data_dir: Path):
+    """A shared lock on the source's run lock file, without writing it: no daily run may write meanwhile."""
+    path = data_dir / store.LOCK_FILE
+    if not path.exists():
+        yield
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise store.LockError(f"{data_dir}: a run is writing this directory; simulate after it finishes") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def prepare_sandbox(source: Path, sandbox: Path, scenario: Scenario) -> None:
+    """Copy the source's series and corpus into `sandbox` (new, empty, or an earlier sandbox)."""
+    source, sandbox = Path(source).resolve(), Path(sandbox).resolve()
+    if not (source / store.RUNS).exists() or not (source / CORPUS_FILE).exists():
+        raise SimulationError(f"{source}: no history to simulate on (no runs.csv / corpus.sqlite)")
+    if sandbox == source or source in sandbox.parents or sandbox in source.parents:
+        raise SimulationError(f"--out {sandbox} must be outside the source directory {source}")
+    if sandbox.exists() and any(sandbox.iterdir()):
+        if not (sandbox / SANDBOX_FILE).exists():
+            raise SimulationError(f"--out {sandbox} is not empty and not an earlier sandbox; choose another folder")
+        shutil.rmtree(sandbox)
+    sandbox.mkdir(parents=True, exist_ok=True)
+    with _read_lock(source):
+        for name in store.SCHEMAS:
+            if (source / name).exists():
+                shutil.copyfile(source / name, sandbox / name)
+        # immutable=1: read without creating -wal/-shm files, so the source stays byte-identical
+        src = sqlite3.connect(f"file:{source / CORPUS_FILE}?immutable=1", uri=True)
+        dst = sqlite3.connect(sandbox / CORPUS_FILE)
+        try:
+            src.backup(dst)
+        finally:
+            src.close()
+            dst.close()
+    meta = {"source": str(source), "scenario": dataclasses.asdict(scenario), "created": datetime.now().isoformat()}
+    (sandbox / SANDBOX_FILE).write_text(json.dumps(meta, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def source_config(source: Path, fallback: Config | None) -> Config:
+    """The configuration that built `source`: its demo.toml when it is a demo directory, else `fallback`."""
+    if (Path(source) / DEMO_CONFIG).exists():
+        return load_config(Path(source) / DEMO_CONFIG)
+    if fallback is None:
+        raise SimulationError(f"{source}: not a demo directory; pass --config with the settings that built it")
+    return fallback
+
+
+def _pack_documents(scenario: Scenario) -> list[Document]:
+    articles = pack_articles(scenario.name)
+    chosen = random.Random(scenario.seed).sample(articles, scenario.n)
+    when = datetime.combine(scenario.start, datetime.min.time(), LOCAL_TZ)
+    return [Document(id=f"sim-{a.id}", title=a.title, text=a.text, url="", published=when,
+                     source=f"simulation:{scenario.name}", categories=(a.category,)) for a in chosen]
+
+
+def _apply(scenario: Scenario, corpus: Corpus) -> None:
+    if scenario.name in ("offtopic", "near-duplicates"):
+        corpus.ingest(_pack_documents(scenario), scenario.start)
+    elif scenario.name == "delete":
+        present = corpus.snapshot(scenario.start)
+        if scenario.share is not None:
+            ids = sorted(s.document.id for s in present)
+            doomed = random.Random(scenario.seed).sample(ids, round(len(ids) * scenario.share))
+        else:
+            doomed = [s.document.id for s in present
+                      if (s.document.published.date() if s.document.published else date.fromisoformat(s.first_seen))
+                      < scenario.before]
+        corpus.delete(doomed, scenario.start, reason=scenario.describe())
+
+
+def simulate(config: Config, scenario: Scenario, source: Path, sandbox: Path,
+             progress: Callable[[RunResult], None] | None = None) -> Simulation:
+    """Copy `source` to `sandbox`, apply the scenario on its start date and re-run every later date there.
+
+    The sandbox keeps the original rows before the start date, so its series and the source's can be
+    compared side by side; the source directory is never written.
+    """
+    scenario.check()
+    source = Path(source).resolve()
+    prepare_sandbox(source, sandbox, scenario)
+    sandbox = Path(sandbox).resolve()
+    run_dates = sorted(store.read_runs(sandbox)["run_date"].dt.date.unique())
+    dates = [d for d in run_dates if d >= scenario.start] or [scenario.start]
+    sim_config = config.replace(data_dir=sandbox)
+    if scenario.name == "embedder":
+        embedder = dataclasses.replace(sim_config.embedder, model=scenario.model or sim_config.embedder.model,
+                                       truncate_dim=scenario.truncate_dim)
+        sim_config = sim_config.replace(embedder=embedder)
+    with Corpus.in_dir(sandbox) as corpus:
+        _apply(scenario, corpus)
+    results = []
+    for day in dates:
+        results.append(run_day(sim_config, day, events=scenario.describe() if day == scenario.start else ""))
+        if progress:
+            progress(results[-1])
+    return Simulation(source, sandbox, scenario, results)
+
+
+def compare(source: Path, sandbox: Path, metric: str, k: int) -> pd.DataFrame:
+    """One row per date and pipeline: the metric in the original series and in the simulated one."""
+    def series(data_dir: Path) -> pd.DataFrame:
+        frame = store.read_metrics(data_dir)
+        return frame[(frame["metric"] == metric) & (frame["k"] == k)][["run_date", "pipeline", "value"]]
+
+    both = series(source).merge(series(sandbox), on=["run_date", "pipeline"], suffixes=("_original", "_simulated"))
+    both["change"] = both["value_simulated"] - both["value_original"]
+    return both.sort_values(["run_date", "pipeline"]).reset_index(drop=True)

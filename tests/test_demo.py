@@ -1,0 +1,113 @@
+"""The bundled demo: feeds that parse, a gold set the corpus can answer, the demo build and the scenarios."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from pathlib import Path
+
+import feedparser
+import pytest
+
+from pipeline import store
+from pipeline.config import Config, RetrievalConfig
+from pipeline.demo import (FEEDS_DIR, FIRST_RUN_DAY, GOLD_FILE, MAX_RUNS, N_DAYS, base_articles, build_demo,
+                           daily_feeds, demo_date, pack_articles)
+from pipeline.gold import load_gold
+from pipeline.simulate import Scenario, SimulationError, compare, simulate
+
+FEED_FILES = sorted(FEEDS_DIR.glob("*/*.xml"))
+
+
+def test_committed_feeds_are_the_rendered_articles():
+    rendered = daily_feeds(base_articles())
+    assert sorted(FEEDS_DIR / rel for rel in rendered) == FEED_FILES
+    assert all((FEEDS_DIR / rel).read_bytes() == data for rel, data in rendered.items())
+
+
+@pytest.mark.parametrize("path", FEED_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_demo_feed_parses_cleanly_with_feedparser(path):
+    parsed = feedparser.parse(io.BytesIO(path.read_bytes()))
+    assert not parsed.bozo, parsed.get("bozo_exception")
+    assert parsed.version == "rss20" and parsed.entries
+    for entry in parsed.entries:
+        assert entry.id and entry.link and entry.published_parsed and entry.tags and entry.title
+
+
+def test_demo_corpus_shape():
+    articles = base_articles()
+    assert len(articles) >= 360 and len({a.id for a in articles}) == len(articles)
+    assert len({a.category for a in articles}) >= 5
+    per_day = {d: sum(a.day == d for a in articles) for d in range(1, N_DAYS + 1)}
+    assert min(per_day.values()) >= 12
+    assert all(60 <= len(a.text.split()) <= 200 for a in articles)
+    assert len(pack_articles("offtopic")) >= 60 and len(pack_articles("near-duplicates")) >= 40
+
+
+def test_gold_set_is_answerable_from_the_first_run():
+    gold = load_gold(GOLD_FILE)
+    assert len(gold) == 50
+    day_of = {a.id: a.day for a in base_articles()}
+    for q in gold:
+        assert 1 <= len(q.relevant_ids) <= 3
+        assert all(d in day_of and day_of[d] <= FIRST_RUN_DAY for d in q.relevant_ids), q.id
+    targets = {t for a in pack_articles("near-duplicates") for t in a.targets}
+    assert targets <= {q.id for q in gold}
+
+
+def tree_hash(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def demo_store(tmp_path_factory):
+    base = Config(data_dir=Path(), gold=Path(), retrieval=RetrievalConfig(k=(1, 5, 10), candidate_depth=20))
+    data_dir = tmp_path_factory.mktemp("demo") / "store"
+    results = build_demo(base, data_dir, days=3)
+    return data_dir, results
+
+
+def test_short_demo_writes_the_series(demo_store):
+    data_dir, results = demo_store
+    runs = store.read_runs(data_dir)
+    assert runs["run_date"].dt.date.tolist() == [demo_date(FIRST_RUN_DAY + i) for i in range(3)]
+    assert (runs["status"] == "ok").all() and (runs["feeds_failed"] == 0).all()
+    assert runs["docs_total"].iloc[0] == 12 * FIRST_RUN_DAY
+    per_q = store.read_per_question(data_dir)
+    assert (per_q["gold_missing"] == 0).all()
+    assert set(per_q["question_id"]) == {q.id for q in load_gold(GOLD_FILE)}
+    # day 1 of the history: no pipeline perfect, none useless
+    for pipeline in ("bm25", "dense", "hybrid"):
+        assert 0.3 < results[0].mean(pipeline, "recall", 5) < 1.0
+    assert (data_dir / "demo.toml").exists()
+    assert MAX_RUNS == 30
+
+
+def test_simulations_leave_the_source_untouched_and_move_the_metrics(demo_store, tmp_path):
+    data_dir, _ = demo_store
+    before = tree_hash(data_dir)
+    config = Config(data_dir=data_dir, gold=GOLD_FILE, retrieval=RetrievalConfig(k=(1, 5, 10), candidate_depth=20))
+    day = demo_date(FIRST_RUN_DAY + 1)
+    dup = simulate(config, Scenario("near-duplicates", day, n=40), data_dir, tmp_path / "dup")
+    assert tree_hash(data_dir) == before
+    table = compare(data_dir, dup.sandbox, "recall", 5)
+    moved = table[table["run_date"].dt.date >= day]
+    assert (moved["change"] < 0).any()  # near-duplicates push gold documents down
+    assert (table[table["run_date"].dt.date < day]["change"] == 0).all()  # the past is the original's
+    assert store.read_runs(dup.sandbox)["events"].fillna("").str.contains("injected 40 near-duplicates").any()
+
+    gone = simulate(config, Scenario("delete", day, share=0.5, seed=1), data_dir, tmp_path / "del")
+    assert tree_hash(data_dir) == before
+    per_q = store.read_per_question(gone.sandbox)
+    after = per_q[per_q["run_date"].dt.date >= day]
+    assert after["gold_missing"].sum() > 0
+    assert store.read_per_question(data_dir)["gold_missing"].sum() == 0
+
+    with pytest.raises(SimulationError, match="outside the source"):
+        simulate(config, Scenario("offtopic", day, n=5), data_dir, data_dir / "sandbox")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    with pytest.raises(SimulationError, match="not empty and not an earlier sandbox"):
+        simulate(config, Scenario("offtopic", day, n=5), data_dir, tmp_path / "mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
