@@ -222,14 +222,17 @@ class Trailing:
 
 
 def _series(metrics: pd.DataFrame, pipeline: str, metric: str, k: int, today: pd.Timestamp,
-            window: int) -> tuple[float, Trailing]:
-    """Today's value (NaN if absent) and the last `window` earlier runs with a value."""
+            window: int) -> tuple[float, Trailing, int]:
+    """Today's value (NaN if absent), the last `window` earlier runs with a value, and today's number
+    of questions in the mean (0 if absent)."""
     rows = metrics[(metrics["pipeline"] == pipeline) & (metrics["metric"] == metric) & (metrics["k"] == k)]
     values = pd.Series(rows["value"].to_numpy(dtype=float), index=_days(rows)).dropna().sort_index()
     current = values[values.index == today]
     earlier = values[values.index < today].tail(window)
+    n_questions = rows.loc[_days(rows) == today, "n_questions"]
     return (float(current.iloc[-1]) if len(current) else math.nan,
-            Trailing(tuple(earlier.index), earlier.to_numpy()))
+            Trailing(tuple(earlier.index), earlier.to_numpy()),
+            int(n_questions.iloc[-1]) if len(n_questions) and pd.notna(n_questions.iloc[-1]) else 0)
 
 
 def question_differences(per_question: pd.DataFrame, pipeline: str, metric: str, k: int,
@@ -279,15 +282,18 @@ def _series_alerts(day: str, today: pd.Timestamp, pipeline: str, name: str, metr
                    per_question: pd.DataFrame, config: AlertsConfig, watched: tuple[str, ...]) -> list[Alert]:
     """The drop, sigma and floor rules for one pipeline's metric@k."""
     metric, k = parse_series(name)
-    value, trailing = _series(metrics, pipeline, metric, k, today, config.window)
+    value, trailing, n_questions = _series(metrics, pipeline, metric, k, today, config.window)
     if math.isnan(value):
         return []
+    # A mean over n questions moves in steps of up to 1/n: a band narrower than one question's worth
+    # would fire whenever a single question changes on an otherwise flat series.
+    spread = max(trailing.std, 1 / n_questions) if n_questions else trailing.std
     direction = direction_of(metric)
     change = relative_change(value, trailing.mean) if trailing.n else math.nan
     threshold = drop_threshold(config, name)
     drops = (name in watched and trailing.n >= min(MIN_BASELINE, config.window)
              and harmful(change, direction) > threshold)
-    distance = (sigma_distance(value, trailing.mean, trailing.std, direction)
+    distance = (sigma_distance(value, trailing.mean, spread, direction)
                 if name in watched and trailing.n == config.window else math.nan)
     leaves_band = distance > config.sigma
     evidence = ""
@@ -304,12 +310,14 @@ def _series_alerts(day: str, today: pd.Timestamp, pipeline: str, name: str, metr
             f"{name} of {pipeline} {verb} {amount} to {value:.3f} against its {trailing.n}-run mean "
             f"{trailing.mean:.3f} (threshold {_pct(threshold)}, {_threshold_source(config, name)}); {evidence}")))
     if leaves_band:
-        spread = (f"{distance:.1f} standard deviations {side} its {trailing.n}-run mean {trailing.mean:.3f} "
-                  f"(sd {trailing.std:.3f}, threshold {config.sigma:g} sd)" if math.isfinite(distance) else
-                  f"{side} the constant {trailing.mean:.3f} of its previous {trailing.n} runs "
-                  f"(no run-to-run variation, so any change leaves the {config.sigma:g}-sd band)")
+        width = (f"sd {trailing.std:.3f}" if spread == trailing.std else
+                 f"sd {trailing.std:.3f}, widened to one question's worth 1/{n_questions}")
+        how_far = (f"{distance:.1f} standard deviations {side} its {trailing.n}-run mean {trailing.mean:.3f} "
+                   f"({width}, threshold {config.sigma:g} sd)" if math.isfinite(distance) else
+                   f"{side} the constant {trailing.mean:.3f} of its previous {trailing.n} runs "
+                   f"(no run-to-run variation, so any change leaves the {config.sigma:g}-sd band)")
         alerts.append(Alert(rule=SIGMA, threshold=config.sigma, severity=ALERT, **row,
-                            message=f"{name} of {pipeline} {verb} to {value:.3f}, {spread}; {evidence}"))
+                            message=f"{name} of {pipeline} {verb} to {value:.3f}, {how_far}; {evidence}"))
     floor = config.floors.get(name)
     if floor is not None and value < floor:
         context = f"; its {trailing.n}-run mean is {trailing.mean:.3f}" if trailing.n else ""

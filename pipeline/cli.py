@@ -17,6 +17,7 @@ from pipeline.gold import GoldError
 from pipeline.sources import FeedError
 from pipeline.demo import DemoError
 from pipeline.drift import DriftError
+from pipeline.report import ReportError
 from pipeline.simulate import SCENARIOS, SimulationError
 from pipeline.store import LockError, StoreSchemaError
 
@@ -26,7 +27,7 @@ EXIT_BAD_INPUT = 2
 EXIT_LOCKED = 3
 
 _BAD_INPUT = (ConfigError, GoldError, FeedError, StoreSchemaError, CorpusError, EmbedderError, DemoError,
-              SimulationError, GateError, DriftError)
+              SimulationError, GateError, DriftError, ReportError)
 DEMO_DATA_DIR = "data/demo-store"
 
 log = logging.getLogger("pipeline")
@@ -116,6 +117,15 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--metric", default="recall", help="the metric compared in the printed table")
     _common(sim)
     sim.set_defaults(data_dir=None)
+
+    rep = sub.add_parser("report", help="the weekly review as a self-contained HTML file",
+                         description="Write one ISO week's review (each metric's weekly mean against the previous "
+                                     "week, the alerts fired, the most regressed questions, corpus changes) as a "
+                                     "self-contained HTML file: the same file the dashboard's Weekly review "
+                                     "page downloads.")
+    rep.add_argument("--week", default=None, help="ISO week, e.g. 2026-W48 (default: the latest week with runs)")
+    rep.add_argument("--out", default=None, help="the HTML file to write (default: review-<week>.html)")
+    _common(rep)
     return parser
 
 
@@ -282,8 +292,25 @@ def _simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pipeline import store
+    from pipeline.report import latest_week, weekly_review_html
+    from pipeline.views import resolve_data_dir
+
+    data_dir = resolve_data_dir(args.config, args.data_dir)
+    week = args.week or latest_week(store.read_runs(data_dir))
+    out = Path(args.out or f"review-{week}.html")
+    page = weekly_review_html(data_dir, week)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    print(f"weekly review of {week} ({data_dir}) written to {out}")
+    return EXIT_OK
+
+
 COMMANDS = {"run": _run, "backfill": _backfill, "rebaseline": _rebaseline, "eval": _eval, "demo": _demo,
-            "simulate": _simulate}
+            "simulate": _simulate, "report": _report}
 
 
 def _configure_logging(verbose: bool) -> None:

@@ -41,10 +41,16 @@ def frame(name: str, rows: Sequence[dict]) -> pd.DataFrame:
     return result
 
 
-def metric_rows(values: Sequence[float], metric: str = "recall", k: int = 5, pipeline: str = "hybrid") -> list[dict]:
+# Many questions, so that the sigma band's one-question minimum width (1/N) stays out of the way
+# except in the tests about it.
+N_QUESTIONS = 10_000
+
+
+def metric_rows(values: Sequence[float], metric: str = "recall", k: int = 5, pipeline: str = "hybrid",
+                n_questions: int = N_QUESTIONS) -> list[dict]:
     """One metrics.csv row per day from START; the last value is today's."""
     return [{"run_date": day(i).isoformat(), "pipeline": pipeline, "k": k, "metric": metric, "value": v,
-             "n_questions": 50} for i, v in enumerate(values)]
+             "n_questions": n_questions} for i, v in enumerate(values)]
 
 
 def run_rows(n_days: int, feeds_ok: int = 3, feeds_failed: int = 0) -> list[dict]:
@@ -54,11 +60,12 @@ def run_rows(n_days: int, feeds_ok: int = 3, feeds_failed: int = 0) -> list[dict
 
 def evaluate(metric_values: Sequence[float] = (), *, metric: str = "recall", config: AlertsConfig = RECALL,
              per_question: Sequence[dict] = (), drift: Sequence[dict] = (), runs: Sequence[dict] | None = None,
-             today: int | None = None, previous: pd.DataFrame | None = None) -> list[Alert]:
+             today: int | None = None, previous: pd.DataFrame | None = None,
+             n_questions: int = N_QUESTIONS) -> list[Alert]:
     """Evaluate on today = the last day of the metric series (or `today`)."""
     today = len(metric_values) - 1 if today is None else today
     return evaluate_alerts(
-        day(today), frame(store.METRICS, metric_rows(metric_values, metric)),
+        day(today), frame(store.METRICS, metric_rows(metric_values, metric, n_questions=n_questions)),
         frame(store.PER_QUESTION, per_question), frame(store.DRIFT, drift),
         frame(store.RUNS, run_rows(today + 1) if runs is None else runs), config, KS,
         frame(store.ALERTS, []) if previous is None else previous)
@@ -130,7 +137,7 @@ NOISY_MEAN, NOISY_SD = float(np.mean(NOISY)), float(np.std(NOISY, ddof=1))
     (NOISY, NOISY_MEAN + 3.5 * NOISY_SD, False),  # a rise of recall is not harmful
     (NOISY[1:], NOISY_MEAN - 3.5 * NOISY_SD, False),  # 6 earlier runs: the window (7) is not full
     (BASE, 0.8, False),  # constant history, equal today: zero sd must neither fire nor divide by zero
-    (BASE, 0.79, True),  # constant history, lower today: any fall leaves a zero-width band
+    (BASE, 0.79, True),  # constant history, lower today: 0.01 is 100 widths of one question (1/10000)
     ([0.1 + 0.2] * 7, 0.1 + 0.2, False),  # equal values whose mean may round differently
 ])
 def test_sigma_band(history, today, fires):
@@ -144,7 +151,19 @@ def test_sigma_message_counts_standard_deviations():
     (alert,) = fired(evaluate([*NOISY, NOISY_MEAN - 3.5 * NOISY_SD]), SIGMA)
     assert "3.5 standard deviations below its 7-run mean 0.800" in alert.message
     (flat,) = fired(evaluate([*BASE, 0.79]), SIGMA)
+    assert "100.0 standard deviations below" in flat.message
+    assert "sd 0.000, widened to one question's worth 1/10000" in flat.message
+    (flat,) = fired(evaluate([*BASE, 0.79], n_questions=0), SIGMA)  # no count: the band has zero width
     assert "below the constant 0.800 of its previous 7 runs" in flat.message
+
+
+def test_sigma_band_is_at_least_one_question_wide():
+    # 50 questions: the band's sd is at least 1/50, so on a flat series one question flipping
+    # (a change of 0.02) stays inside 3 sd, while a change of 4 questions (0.08 > 3 * 0.02) leaves it.
+    assert not fired(evaluate([*BASE, 0.8 - 1 / 50], n_questions=50), SIGMA)
+    assert not fired(evaluate([*BASE, 0.8 - 3 / 50], n_questions=50), SIGMA)  # exactly 3 sd: not beyond
+    (alert,) = fired(evaluate([*BASE, 0.8 - 4 / 50], n_questions=50), SIGMA)
+    assert "4.0 standard deviations below" in alert.message
 
 
 def test_sigma_for_a_lower_is_better_metric_fires_on_a_rise():

@@ -1,0 +1,303 @@
+"""Plotly figure builders for the dashboard: frames in (from `views`), figures out; no Streamlit, no I/O."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from pipeline.alerts import ALERT, WARNING
+
+# Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
+PIPELINE_COLOURS = {"bm25": "#0072B2", "dense": "#009E73", "hybrid": "#CC79A7", "hybrid_rerank": "#E69F00"}
+SPARE_COLOURS = ("#56B4E9", "#D55E00", "#999933", "#882255", "#44AA99", "#332288", "#000000")
+SEVERITY_COLOURS = {ALERT: "#D62728", WARNING: "#FF7F0E"}
+SEVERITY_SYMBOLS = {ALERT: "x", WARNING: "triangle-up"}
+REFERENCE_COLOUR, CURRENT_COLOUR = "#7F7F7F", "#D55E00"
+EVENT_COLOUR = "#555555"
+DATE_AXIS = "run date"
+DATE_HOVER = "%{x|%Y-%m-%d}"
+VALUE_FORMAT = ".4f"
+MAX_EVENT_LABEL = 40
+
+
+def colour_map(names: Sequence[str]) -> dict[str, str]:
+    """A stable colour per name: the pipelines' own, then the spare palette in order."""
+    spare = iter(SPARE_COLOURS * (len(names) // len(SPARE_COLOURS) + 1))
+    return {n: PIPELINE_COLOURS.get(n) or next(spare) for n in names}
+
+
+def hover_text(text: object) -> str:
+    """Text safe to show in a Plotly label or hover: markup escaped (Plotly renders a subset of HTML, and
+    the text may come from a feed), line breaks as <br>."""
+    return html.escape(str(text), quote=False).replace("\n", "<br>")
+
+
+def _rgba(hex_colour: str, alpha: float) -> str:
+    r, g, b = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, **layout) -> go.Figure:
+    fig.update_layout(title={"text": hover_text(title)}, template="plotly_white", hovermode="closest",
+                      legend={"orientation": "h", "yanchor": "top", "y": -0.18, "x": 0},
+                      margin={"t": 60, "b": 40, "l": 60, "r": 20}, **layout)
+    fig.update_xaxes(title_text=x_title)
+    fig.update_yaxes(title_text=y_title)
+    return fig
+
+
+def _empty(fig: go.Figure, message: str) -> go.Figure:
+    fig.add_annotation(text=hover_text(message), x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+                       font={"size": 14})
+    return fig
+
+
+def add_alert_markers(fig: go.Figure, points: pd.DataFrame, x: str = "run_date", y: str = "value") -> None:
+    """One trace per severity: a marker on each breach, its messages in the hover."""
+    if points is None or points.empty:
+        return
+    for severity in (ALERT, WARNING):
+        rows = points[points["severity"] == severity]
+        if rows.empty:
+            continue
+        owners = rows["pipeline"].fillna("") if "pipeline" in rows else [""] * len(rows)
+        labels = [hover_text(f"{p + ': ' if p else ''}{m}") for p, m in zip(owners, rows["message"])]
+        fig.add_trace(go.Scatter(
+            x=rows[x], y=rows[y], mode="markers", name=f"{severity} fired",
+            marker={"symbol": SEVERITY_SYMBOLS[severity], "size": 13, "color": SEVERITY_COLOURS[severity],
+                    "line": {"width": 2, "color": SEVERITY_COLOURS[severity]}},
+            text=labels, hovertemplate=f"{DATE_HOVER}<br>%{{y:{VALUE_FORMAT}}}<br>%{{text}}<extra>{severity}</extra>"))
+
+
+def add_events(fig: go.Figure, events: pd.DataFrame | None) -> None:
+    """A dotted vertical line and a short label per run with an `events` note (the full note on hover)."""
+    if events is None:
+        return
+    for day, note in zip(events["run_date"], events["events"]):
+        label = note if len(note) <= MAX_EVENT_LABEL else note[: MAX_EVENT_LABEL - 1] + "…"
+        fig.add_shape(type="line", x0=day, x1=day, y0=0, y1=1, yref="paper",
+                      line={"color": EVENT_COLOUR, "width": 1, "dash": "dot"})
+        fig.add_annotation(x=day, y=1, yref="paper", yanchor="bottom", text=hover_text(label), showarrow=False,
+                           hovertext=hover_text(f"{pd.Timestamp(day):%Y-%m-%d}: {note}"),
+                           font={"size": 11, "color": EVENT_COLOUR})
+
+
+def add_levels(fig: go.Figure, levels: Sequence[tuple[float, str]]) -> None:
+    """Horizontal reference lines (thresholds), each labelled with its name and value."""
+    for value, name in levels:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            continue
+        fig.add_hline(y=value, line={"color": "#444444", "width": 1, "dash": "dash"},
+                      annotation_text=hover_text(f"{name} {value:g}"), annotation_position="top left")
+
+
+def trend_figure(trend: pd.DataFrame, metric_label: str, points: pd.DataFrame | None = None,
+                 events: pd.DataFrame | None = None, *, window: int = 7, sigma: float = 3.0,
+                 drop_pct: float | None = None) -> go.Figure:
+    """A metric@k per pipeline with its trailing mean, sigma band and drop threshold (from `views.trend`),
+    the floor, alert markers and run events."""
+    fig = go.Figure()
+    pipelines = list(pd.unique(trend["pipeline"]))
+    colours = colour_map(pipelines)
+    drop = f" ({drop_pct:g}% below the mean)" if drop_pct is not None else ""
+    for pipeline in pipelines:
+        rows = trend[trend["pipeline"] == pipeline]
+        colour = colours[pipeline]
+        band = rows.dropna(subset=["band_low", "band_high"])
+        if len(band):
+            fig.add_trace(go.Scatter(x=band["run_date"], y=band["band_high"], mode="lines", line={"width": 0},
+                                     legendgroup=pipeline, showlegend=False, hoverinfo="skip"))
+            fig.add_trace(go.Scatter(
+                x=band["run_date"], y=band["band_low"], mode="lines", line={"width": 0}, fill="tonexty",
+                fillcolor=_rgba(colour, 0.15), legendgroup=pipeline, name=f"{pipeline} {sigma:g}σ band",
+                customdata=band[["band_high"]],
+                hovertemplate=(f"{DATE_HOVER}<br>{pipeline} {sigma:g}σ band: %{{y:{VALUE_FORMAT}}} – "
+                               f"%{{customdata[0]:{VALUE_FORMAT}}}<extra></extra>")))
+        fig.add_trace(go.Scatter(
+            x=rows["run_date"], y=rows["trailing_mean"], mode="lines", legendgroup=pipeline,
+            name=f"{pipeline} trailing {window}-run mean", line={"color": colour, "width": 1.5, "dash": "dot"},
+            hovertemplate=f"{DATE_HOVER}<br>{pipeline} trailing mean: %{{y:{VALUE_FORMAT}}}<extra></extra>"))
+        if rows["threshold"].notna().any():
+            fig.add_trace(go.Scatter(
+                x=rows["run_date"], y=rows["threshold"], mode="lines", legendgroup=pipeline,
+                name=f"{pipeline} drop threshold{drop}", line={"color": colour, "width": 1, "dash": "dash"},
+                hovertemplate=f"{DATE_HOVER}<br>{pipeline} drop threshold: %{{y:{VALUE_FORMAT}}}<extra></extra>"))
+        fig.add_trace(go.Scatter(
+            x=rows["run_date"], y=rows["value"], mode="lines+markers", name=pipeline, legendgroup=pipeline,
+            line={"color": colour, "width": 2.5}, marker={"size": 5},
+            hovertemplate=f"{DATE_HOVER}<br>{pipeline} {hover_text(metric_label)}: %{{y:{VALUE_FORMAT}}}<extra></extra>"))
+    floors = trend["floor"].dropna().unique() if "floor" in trend else []
+    add_levels(fig, [(float(f), "floor") for f in floors])
+    add_alert_markers(fig, points if points is not None else None)
+    add_events(fig, events)
+    _layout(fig, f"{metric_label} by pipeline", DATE_AXIS, f"{metric_label} (mean over questions, 0–1)")
+    if trend.empty:
+        _empty(fig, "no runs in the chosen range")
+    return fig
+
+
+def lines_figure(frame: pd.DataFrame, group: str, title: str, y_title: str, *,
+                 levels: Sequence[tuple[float, str]] = (), points: pd.DataFrame | None = None,
+                 events: pd.DataFrame | None = None, value_format: str = VALUE_FORMAT,
+                 labels: Mapping[str, str] | None = None) -> go.Figure:
+    """One line per value of `group` over run_date (long frame: run_date, <group>, value), with optional
+    threshold lines, alert markers and run events."""
+    fig = go.Figure()
+    names = list(pd.unique(frame[group])) if len(frame) else []
+    colours = colour_map(names)
+    for name in names:
+        rows = frame[frame[group] == name].sort_values("run_date")
+        label = (labels or {}).get(name, name)
+        fig.add_trace(go.Scatter(
+            x=rows["run_date"], y=rows["value"], mode="lines+markers", name=label,
+            line={"color": colours[name], "width": 2}, marker={"size": 5},
+            hovertemplate=f"{DATE_HOVER}<br>{hover_text(label)}: %{{y:{value_format}}}<extra></extra>"))
+    add_levels(fig, levels)
+    add_alert_markers(fig, points)
+    add_events(fig, events)
+    _layout(fig, title, DATE_AXIS, y_title)
+    if not names:
+        _empty(fig, "no data yet")
+    return fig
+
+
+def corpus_size_figure(runs: pd.DataFrame) -> go.Figure:
+    """Documents in the corpus per run, with the day's additions, updates and deletions in the hover."""
+    rows = runs.sort_values("run_date")
+    fig = go.Figure(go.Scatter(
+        x=rows["run_date"], y=rows["docs_total"], mode="lines+markers", name="documents",
+        line={"color": PIPELINE_COLOURS["bm25"], "width": 2.5},
+        customdata=rows[["docs_new", "docs_updated", "docs_deleted", "chunks_total"]].astype(float),
+        hovertemplate=(f"{DATE_HOVER}<br>%{{y:,}} documents (%{{customdata[3]:,}} chunks)<br>"
+                       "+%{customdata[0]:,} new, %{customdata[1]:,} updated, −%{customdata[2]:,} deleted"
+                       "<extra></extra>")))
+    _layout(fig, "Corpus size", DATE_AXIS, "documents in the corpus")
+    if rows.empty:
+        _empty(fig, "no runs yet")
+    return fig
+
+
+def heatmap_figure(matrix: pd.DataFrame, metric_label: str, pipeline: str) -> go.Figure:
+    """Questions (rows, in the matrix's order: largest regression on top) x run dates, coloured by value."""
+    dates = [pd.Timestamp(c) for c in matrix.columns]
+    fig = go.Figure(go.Heatmap(
+        z=matrix.to_numpy(dtype=float), x=dates, y=[hover_text(q) for q in matrix.index], colorscale="Viridis",
+        zmin=0, zmax=1, colorbar={"title": {"text": hover_text(metric_label)}}, xgap=1, ygap=1,
+        hovertemplate=f"question %{{y}}<br>{DATE_HOVER}<br>{hover_text(metric_label)}: %{{z:{VALUE_FORMAT}}}"
+                      "<extra></extra>"))
+    _layout(fig, f"{metric_label} per question, {pipeline} (largest regression first)", DATE_AXIS, "question",
+            height=max(360, min(1600, 16 * len(matrix) + 140)))
+    fig.update_yaxes(autorange="reversed", type="category")
+    if matrix.empty:
+        _empty(fig, "no questions for this pipeline and k")
+    return fig
+
+
+def rank_figure(history: pd.DataFrame, question_id: str) -> go.Figure:
+    """A question's first relevant rank over time per pipeline; rank 1 at the top, gaps where no relevant
+    document was within the candidate depth."""
+    fig = go.Figure()
+    pipelines = list(pd.unique(history["pipeline"]))
+    colours = colour_map(pipelines)
+    for pipeline in pipelines:
+        rows = history[history["pipeline"] == pipeline]
+        fig.add_trace(go.Scatter(
+            x=rows["run_date"], y=rows["rank"], mode="lines+markers", name=pipeline, connectgaps=False,
+            line={"color": colours[pipeline], "width": 2}, marker={"size": 6},
+            hovertemplate=f"{DATE_HOVER}<br>{pipeline}: first relevant document at rank %{{y}}<extra></extra>"))
+    _layout(fig, f"Rank of the first relevant document, question {question_id}", DATE_AXIS,
+            "rank (1 = top; gap = not retrieved)")
+    fig.update_yaxes(autorange="reversed", rangemode="tozero")
+    if history.empty:
+        _empty(fig, "no rows for this question")
+    return fig
+
+
+def projection_figure(points: pd.DataFrame, reference: str, current: str,
+                      explained: tuple[float, float] = (math.nan, math.nan)) -> go.Figure:
+    """Reference and current chunk embeddings on the reference's first two principal components."""
+    fig = go.Figure()
+    for side, day, colour in (("reference", reference, REFERENCE_COLOUR), ("current", current, CURRENT_COLOUR)):
+        rows = points[points["side"] == side]
+        fig.add_trace(go.Scattergl(
+            x=rows["x"], y=rows["y"], mode="markers", name=f"{side} ({day}, {len(rows)} chunks)",
+            marker={"color": colour, "size": 6, "opacity": 0.55 if side == "reference" else 0.7},
+            text=[hover_text(c) for c in rows["chunk_id"]],
+            hovertemplate=f"{side} chunk %{{text}}<br>PC1 %{{x:.4f}}, PC2 %{{y:.4f}}<extra></extra>"))
+    axis = lambda i: "PC%d" % (i + 1) + (f" ({explained[i]:.0%} of the reference variance)"  # noqa: E731
+                                          if not math.isnan(explained[i]) else "")
+    _layout(fig, f"Document embeddings: reference {reference} vs current {current} (PCA)", axis(0), axis(1))
+    if points.empty:
+        _empty(fig, "no cached embeddings to project")
+    return fig
+
+
+def composition_figure(frame: pd.DataFrame, by: str) -> go.Figure:
+    """Documents present per run date, stacked by `by` (source or category)."""
+    fig = go.Figure()
+    groups = list(pd.unique(frame[by])) if len(frame) else []
+    colours = colour_map(groups)
+    for name in groups:
+        rows = frame[frame[by] == name]
+        fig.add_trace(go.Scatter(
+            x=rows["run_date"], y=rows["documents"], mode="lines", stackgroup="one", name=hover_text(name),
+            line={"color": colours[name], "width": 1},
+            hovertemplate=f"{DATE_HOVER}<br>{hover_text(name)}: %{{y:,}} documents<extra></extra>"))
+    _layout(fig, f"Corpus composition by {by}", DATE_AXIS, "documents present")
+    if not groups:
+        _empty(fig, "no corpus yet")
+    return fig
+
+
+def comparison_figure(frame: pd.DataFrame, group: str, title: str, y_title: str,
+                      start: object | None = None, points: pd.DataFrame | None = None) -> go.Figure:
+    """Original (solid) against simulated (dashed) series per `group` value, from a frame with run_date,
+    <group>, value_original, value_simulated (as `simulate.compare` returns); the scenario's start marked."""
+    fig = go.Figure()
+    names = list(pd.unique(frame[group])) if len(frame) else []
+    colours = colour_map(names)
+    for name in names:
+        rows = frame[frame[group] == name].sort_values("run_date")
+        for column, label, dash in (("value_original", "original", "solid"), ("value_simulated", "simulated", "dash")):
+            fig.add_trace(go.Scatter(
+                x=rows["run_date"], y=rows[column], mode="lines+markers", name=f"{hover_text(name)} {label}",
+                legendgroup=name, line={"color": colours[name], "width": 2, "dash": dash}, marker={"size": 5},
+                hovertemplate=f"{DATE_HOVER}<br>{hover_text(name)} {label}: %{{y:{VALUE_FORMAT}}}<extra></extra>"))
+    add_alert_markers(fig, points)
+    if start is not None:
+        add_events(fig, pd.DataFrame({"run_date": [pd.Timestamp(start)], "events": ["scenario starts"]}))
+    _layout(fig, title, DATE_AXIS, y_title)
+    if not names:
+        _empty(fig, "nothing to compare")
+    return fig
+
+
+def alerts_timeline_figure(counts: pd.DataFrame) -> go.Figure:
+    """Alerts per run date, stacked by severity."""
+    fig = go.Figure()
+    for severity in (ALERT, WARNING):
+        rows = counts[counts["severity"] == severity]
+        fig.add_trace(go.Bar(x=rows["run_date"], y=rows["alerts"], name=severity,
+                             marker_color=SEVERITY_COLOURS[severity],
+                             hovertemplate=f"{DATE_HOVER}<br>%{{y}} {severity} rows<extra></extra>"))
+    _layout(fig, "Alerts per run", DATE_AXIS, "alert rows", barmode="stack")
+    if counts.empty:
+        _empty(fig, "no alerts in the selection")
+    return fig
+
+
+def weekly_figure(weekly: pd.DataFrame, metric_label: str, week: str, previous: str) -> go.Figure:
+    """One metric@k per pipeline: the previous week's mean against this week's (rows of `views.weekly_means`)."""
+    fig = go.Figure()
+    for column, label, colour in (("previous", previous, REFERENCE_COLOUR), ("mean", week, PIPELINE_COLOURS["bm25"])):
+        fig.add_trace(go.Bar(x=weekly["pipeline"], y=weekly[column], name=label, marker_color=colour,
+                             hovertemplate=f"%{{x}} {label}: %{{y:{VALUE_FORMAT}}}<extra></extra>"))
+    _layout(fig, f"{metric_label}: weekly mean, {week} against {previous}", "pipeline",
+            f"{metric_label} (weekly mean, 0–1)", barmode="group")
+    if weekly.empty:
+        _empty(fig, "no runs this week")
+    return fig

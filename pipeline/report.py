@@ -1,0 +1,262 @@
+"""The weekly review: a week's metrics against the previous week, its alerts, most regressed questions and
+corpus changes, as one self-contained HTML page (the dashboard's download and `python -m pipeline report`)."""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import pandas as pd
+
+from pipeline import store, views
+from pipeline.alerts import ALERT, ONGOING_PREFIX, WARNING
+from pipeline.charts import SEVERITY_COLOURS, colour_map
+
+REVIEW_METRICS = ("hit", "recall", "mrr", "ndcg", "unjudged")  # the summary table's columns
+CHART_METRIC = "recall"
+TOP_QUESTIONS = 10
+
+
+class ReportError(ValueError):
+    """A week the review cannot be made for (malformed, or without runs); the message lists the valid weeks."""
+
+
+@dataclass(frozen=True)
+class WeeklyReview:
+    week: str
+    previous: str
+    start: date
+    end: date
+    run_dates: tuple[date, ...]
+    k: int  # the cutoff of the summary table, the chart and the regressed questions
+    summary: pd.DataFrame  # views.weekly_means rows at k for REVIEW_METRICS
+    every_metric: pd.DataFrame  # views.weekly_means rows at every k
+    daily: pd.DataFrame  # CHART_METRIC@k per run date and pipeline over both weeks (run_date, pipeline, value)
+    alerts: pd.DataFrame  # the week's alerts.csv rows
+    regressions: pd.DataFrame  # views.week_regressions
+    corpus: views.CorpusWeek
+    events: pd.DataFrame  # views.run_events of the week
+
+
+def weekly_review(runs: pd.DataFrame, metrics: pd.DataFrame, per_question: pd.DataFrame, alerts: pd.DataFrame,
+                  week: str, k: int | None = None) -> WeeklyReview:
+    """The review of one ISO week from the store's frames (nothing is read here)."""
+    try:
+        start, end = views.week_bounds(week)
+    except ValueError as exc:
+        raise ReportError(str(exc)) from None
+    available = views.weeks(runs)
+    if week not in available:
+        raise ReportError(f"no runs in {week} (weeks with runs: {', '.join(available) or 'none'})")
+    k = k if k is not None else views.default_k(metrics[views.K].unique())
+    previous = views.previous_week(week)
+    every = views.weekly_means(metrics, week)
+    summary = every[(every[views.K] == k) & every[views.METRIC].isin(REVIEW_METRICS)]
+    both = pd.concat([views.in_week(metrics, previous), views.in_week(metrics, week)])
+    daily = views.metric_series(both, CHART_METRIC, k)
+    week_alerts = views.in_week(alerts, week).sort_values([views.RUN_DATE, views.SEVERITY, views.RULE], kind="stable")
+    return WeeklyReview(
+        week=week, previous=previous, start=start, end=end,
+        run_dates=tuple(views.run_dates(views.in_week(runs, week))), k=k,
+        summary=summary.reset_index(drop=True), every_metric=every, daily=daily,
+        alerts=week_alerts.reset_index(drop=True),
+        regressions=views.week_regressions(per_question, week, k, CHART_METRIC, TOP_QUESTIONS),
+        corpus=views.week_corpus(runs, week), events=views.run_events(views.in_week(runs, week)))
+
+
+def latest_week(runs: pd.DataFrame) -> str:
+    available = views.weeks(runs)
+    if not available:
+        raise ReportError("no runs yet: nothing to review")
+    return available[-1]
+
+
+def weekly_review_html(data_dir: Path, week: str) -> str:
+    """The weekly review of `week` ("2026-W48") for the history in `data_dir`, as a self-contained HTML page.
+    Reads the store, writes nothing; the same files give the same bytes."""
+    data_dir = Path(data_dir)
+    review = weekly_review(store.read_runs(data_dir), store.read_metrics(data_dir),
+                           store.read_per_question(data_dir), store.read(data_dir, store.ALERTS), week)
+    return render_html(review)
+
+
+def week_csv(metrics: pd.DataFrame, week: str) -> str:
+    """The week's metrics.csv rows, as the store writes them (ISO dates, the contract's columns)."""
+    rows = views.in_week(metrics, week)
+    return rows.assign(**{views.RUN_DATE: rows[views.RUN_DATE].dt.strftime("%Y-%m-%d")}).to_csv(
+        index=False, lineterminator="\n")
+
+
+# --- rendering ----------------------------------------------------------------------------------------
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 60rem;
+       color: #1f2328; padding: 0 1rem; line-height: 1.45; }
+h1 { font-size: 1.6rem; margin-bottom: 0.2rem; } h2 { font-size: 1.2rem; margin-top: 2rem; border-bottom: 1px solid #ddd; }
+.meta { color: #57606a; margin-top: 0; }
+table { border-collapse: collapse; margin: 0.5rem 0; font-size: 0.9rem; }
+th, td { border-bottom: 1px solid #e5e5e5; padding: 0.3rem 0.6rem; text-align: left; vertical-align: top; }
+th { background: #f6f8fa; } td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.better { color: #1a7f37; } .worse { color: #cf222e; } .flat { color: #57606a; }
+.alert { color: %(alert)s; font-weight: 600; } .warning { color: %(warning)s; font-weight: 600; }
+.cards { display: flex; gap: 1rem; flex-wrap: wrap; }
+.card { border: 1px solid #ddd; border-radius: 6px; padding: 0.5rem 0.9rem; min-width: 9rem; }
+.card b { display: block; font-size: 1.4rem; }
+.note { color: #57606a; font-size: 0.85rem; }
+""" % {"alert": SEVERITY_COLOURS[ALERT], "warning": SEVERITY_COLOURS[WARNING]}
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _num(value: float, fmt: str = ".3f") -> str:
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, fmt)
+
+
+def _delta(change: float, change_pct: float, better: object) -> str:
+    if change is None or math.isnan(change):
+        return '<span class="flat">no previous week</span>'
+    css = "flat" if better is None else ("better" if better else "worse")
+    pct = "" if math.isnan(change_pct) else f" ({change_pct:+.1f}%)"
+    return f'<span class="{css}">{change:+.3f}{pct}</span>'
+
+
+def _table(headers: list[str], rows: list[list[str]], numeric: set[int] = frozenset()) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>"
+                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _summary_table(review: WeeklyReview) -> str:
+    summary = review.summary
+    if summary.empty:
+        return '<p class="note">No metrics this week.</p>'
+    metrics = [m for m in REVIEW_METRICS if m in set(summary[views.METRIC])]
+    rows = []
+    for pipeline in views.values_of(summary, views.PIPELINE):
+        cells = [_e(pipeline)]
+        for metric in metrics:
+            row = summary[(summary[views.PIPELINE] == pipeline) & (summary[views.METRIC] == metric)].iloc[0]
+            cells.append(f"{_num(row['mean'])}<br>{_delta(row['change'], row['change_pct'], row['better'])}")
+        rows.append(cells)
+    headers = ["pipeline"] + [views.metric_label(m, review.k) for m in metrics]
+    return _table(headers, rows, numeric=set(range(1, len(headers))))
+
+
+def _chart_svg(review: WeeklyReview, width: int = 640, height: int = 220) -> str:
+    """CHART_METRIC@k per pipeline over both weeks as an inline SVG line chart (no script, no external file)."""
+    daily = review.daily.dropna(subset=[views.VALUE])
+    if daily.empty:
+        return ""
+    days = sorted(daily[views.RUN_DATE].unique())
+    low, high = float(daily[views.VALUE].min()), float(daily[views.VALUE].max())
+    pad = max((high - low) * 0.1, 0.01)
+    low, high = max(0.0, low - pad), min(1.0, high + pad) if high <= 1 else high + pad
+    left, right, top, bottom = 48, 12, 14, 34
+    x = lambda i: left + (width - left - right) * (i / max(len(days) - 1, 1))  # noqa: E731
+    y = lambda v: top + (height - top - bottom) * (1 - (v - low) / ((high - low) or 1))  # noqa: E731
+    index = {d: i for i, d in enumerate(days)}
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 22}" role="img" '
+             f'aria-label="{_e(views.metric_label(CHART_METRIC, review.k))} per pipeline">']
+    for v in (low, (low + high) / 2, high):
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#e5e5e5"/>'
+                     f'<text x="{left - 6}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">{v:.2f}</text>')
+    monday = pd.Timestamp(review.start)
+    if days[0] < monday <= days[-1]:
+        split = x(sum(d < monday for d in days) - 0.5)
+        parts.append(f'<line x1="{split:.1f}" x2="{split:.1f}" y1="{top}" y2="{height - bottom}" stroke="#999" '
+                     f'stroke-dasharray="4 3"/>')
+    for label, i in ((days[0], 0), (days[-1], len(days) - 1)):
+        anchor = "start" if i == 0 else "end"
+        parts.append(f'<text x="{x(i):.1f}" y="{height - bottom + 16}" font-size="11" text-anchor="{anchor}">'
+                     f'{pd.Timestamp(label):%Y-%m-%d}</text>')
+    pipelines = views.values_of(daily, views.PIPELINE)
+    colours = colour_map(pipelines)
+    for n, pipeline in enumerate(pipelines):
+        rows = daily[daily[views.PIPELINE] == pipeline]
+        points = " ".join(f"{x(index[d]):.1f},{y(v):.1f}" for d, v in zip(rows[views.RUN_DATE], rows[views.VALUE]))
+        parts.append(f'<polyline fill="none" stroke="{colours[pipeline]}" stroke-width="2" points="{points}"/>')
+        parts.append(f'<text x="{left + n * 130}" y="{height + 16}" font-size="12" fill="{colours[pipeline]}">'
+                     f'&#9632; {_e(pipeline)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _alerts_section(review: WeeklyReview) -> str:
+    alerts = review.alerts
+    if alerts.empty:
+        return '<p class="note">No alert fired this week.</p>'
+    new = ~alerts[views.MESSAGE].str.startswith(ONGOING_PREFIX)
+    counts = alerts.assign(new=new).groupby(views.SEVERITY)["new"].agg(["size", "sum"])
+    lines = ", ".join(f"{int(counts.at[s, 'size'])} {s} rows ({int(counts.at[s, 'sum'])} new)"
+                      for s in (ALERT, WARNING) if s in counts.index)
+    rows = [[f"{d:%Y-%m-%d}", f'<span class="{_e(s)}">{_e(s)}</span>', _e(r), _e(p or "corpus"), _e(m), _e(msg)]
+            for d, s, r, p, m, msg in zip(alerts[views.RUN_DATE], alerts[views.SEVERITY], alerts[views.RULE],
+                                          alerts[views.PIPELINE].fillna(""), alerts[views.METRIC],
+                                          alerts[views.MESSAGE])]
+    return f"<p>{_e(lines)}.</p>" + _table(["date", "severity", "rule", "pipeline", "series", "message"], rows)
+
+
+def _regressions_section(review: WeeklyReview) -> str:
+    table = review.regressions
+    label = views.metric_label(CHART_METRIC, review.k)
+    if table.empty:
+        return f'<p class="note">No question\'s weekly {_e(label)} fell against {_e(review.previous)}.</p>'
+    rows = [[_e(q), _e(p), _num(b), _num(a), f'<span class="worse">{c:+.3f}</span>']
+            for q, p, b, a, c in zip(table[views.QUESTION_ID], table[views.PIPELINE], table["previous"],
+                                     table["mean"], table["change"])]
+    return _table(["question", "pipeline", f"{label} {review.previous}", f"{label} {review.week}", "change"], rows,
+                  numeric={2, 3, 4})
+
+
+def _corpus_section(review: WeeklyReview) -> str:
+    c = review.corpus
+    start = "–" if c.docs_start is None else f"{c.docs_start:,}"
+    end = "–" if c.docs_end is None else f"{c.docs_end:,}"
+    cards = [("runs", f"{c.runs}"), ("documents", f"{start} → {end}"), ("new", f"+{c.docs_new:,}"),
+             ("updated", f"{c.docs_updated:,}"), ("deleted", f"−{c.docs_deleted:,}"),
+             ("failed feed fetches", f"{c.feeds_failed} ({c.degraded_runs} runs)")]
+    out = '<div class="cards">' + "".join(f'<div class="card">{_e(k)}<b>{_e(v)}</b></div>' for k, v in cards) + "</div>"
+    if len(review.events):
+        out += "<p>Run notes:</p><ul>" + "".join(
+            f"<li>{d:%Y-%m-%d}: {_e(e)}</li>" for d, e in zip(review.events[views.RUN_DATE], review.events[views.EVENTS])
+        ) + "</ul>"
+    return out
+
+
+def _every_metric_section(review: WeeklyReview) -> str:
+    table = review.every_metric
+    rows = [[_e(p), _e(views.series_name(m, k)), _num(mean), _num(prev), _delta(ch, pct, better)]
+            for p, k, m, mean, prev, ch, pct, better in zip(
+                table[views.PIPELINE], table[views.K], table[views.METRIC], table["mean"], table["previous"],
+                table["change"], table["change_pct"], table["better"])]
+    return ("<details><summary>Every metric at every k</summary>"
+            + _table(["pipeline", "series", review.week, review.previous, "change"], rows, numeric={2, 3, 4})
+            + "</details>")
+
+
+def render_html(review: WeeklyReview) -> str:
+    """The review as a self-contained HTML page: inline CSS and SVG, no script, every stored text escaped."""
+    runs = len(review.run_dates)
+    span = f"{review.start:%Y-%m-%d} to {review.end:%Y-%m-%d}"
+    label = views.metric_label(CHART_METRIC, review.k)
+    body = [
+        f"<h1>driftwatch weekly review: {_e(review.week)}</h1>",
+        f'<p class="meta">{_e(span)}, {runs} run{"s" if runs != 1 else ""}, compared with {_e(review.previous)} '
+        f"(weekly means of the daily runs; changes in green are improvements, in red regressions).</p>",
+        f"<h2>Metrics at k = {review.k}</h2>", _summary_table(review),
+        f"<h2>{_e(label)} per run, {_e(review.previous)} and {_e(review.week)}</h2>", _chart_svg(review),
+        "<h2>Alerts fired this week</h2>", _alerts_section(review),
+        f"<h2>Most regressed questions ({_e(label)})</h2>", _regressions_section(review),
+        "<h2>Corpus changes</h2>", _corpus_section(review),
+        "<h2>All series</h2>", _every_metric_section(review),
+    ]
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            f"<title>driftwatch weekly review {_e(review.week)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+            + "\n".join(body) + "\n</body>\n</html>\n")
