@@ -108,7 +108,7 @@ def prepare_sandbox(source: Path, sandbox: Path, scenario: Scenario) -> None:
         shutil.rmtree(sandbox)
     sandbox.mkdir(parents=True, exist_ok=True)
     with _read_lock(source):
-        for name in store.SCHEMAS:
+        for name in (*store.SCHEMAS, store.REFERENCE_FILE):  # the drift reference too, or it would reset
             if (source / name).exists():
                 shutil.copyfile(source / name, sandbox / name)
         # immutable=1: read without creating -wal/-shm files, so the source stays byte-identical

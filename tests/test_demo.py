@@ -96,6 +96,8 @@ def test_simulations_leave_the_source_untouched_and_move_the_metrics(demo_store,
     assert (moved["change"] < 0).any()  # near-duplicates push gold documents down
     assert (table[table["run_date"].dt.date < day]["change"] == 0).all()  # the past is the original's
     assert store.read_runs(dup.sandbox)["events"].fillna("").str.contains("injected 40 near-duplicates").any()
+    drift = store.read(dup.sandbox, store.DRIFT)
+    assert set(drift["reference_date"]) == {str(demo_date(FIRST_RUN_DAY))}  # the source's reference is kept
 
     gone = simulate(config, Scenario("delete", day, share=0.5, seed=1), data_dir, tmp_path / "del")
     assert tree_hash(data_dir) == before
