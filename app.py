@@ -1,35 +1,35 @@
-"""driftwatch dashboard entry point: `streamlit run app.py` (the pages come with the dashboard issue)."""
+"""driftwatch dashboard: `streamlit run app.py`. Routes over the pages in pages/ and draws what every page shares:
+the data directory in the sidebar and the banner of the latest run's open alerts (or, without history, the
+offer to build the demo)."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+import logging
 
 import streamlit as st
 
-from pipeline import store
-from pipeline.config import ConfigError, load_config
+from pages import _ui as ui
 
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
-def data_dir() -> Path:
-    try:
-        return load_config(os.environ.get("DRIFTWATCH_CONFIG")).data_dir
-    except ConfigError as exc:
-        st.error(str(exc))
-        st.stop()
+st.set_page_config(page_title="driftwatch", page_icon=":material/monitoring:", layout="wide")
 
+PAGES = [
+    st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page("pages/trends.py", title="Trends", icon=":material/show_chart:"),
+    st.Page("pages/questions.py", title="Questions", icon=":material/quiz:"),
+    st.Page("pages/drift.py", title="Drift", icon=":material/scatter_plot:"),
+    st.Page("pages/simulate.py", title="Simulate", icon=":material/science:"),
+    st.Page("pages/weekly.py", title="Weekly review", icon=":material/calendar_month:"),
+    st.Page("pages/alerts.py", title="Alerts", icon=":material/notifications:"),
+]
 
-def home() -> None:
-    directory = data_dir()
-    st.title("driftwatch")
-    st.caption(f"Data directory: {directory}")
-    runs = store.read_runs(directory)
-    if runs.empty:
-        st.info("No history yet: run `python -m pipeline backfill --start 2026-10-24 --end 2026-11-22` first.")
-        return
-    latest = runs.iloc[-1]
-    st.subheader(f"Last run: {latest['run_date']:%Y-%m-%d} ({latest['status']})")
-    st.dataframe(store.read_metrics(directory).query("run_date == @latest.run_date"), hide_index=True)
-
-
-st.navigation([st.Page(home, title="Overview", default=True)]).run()
+page = st.navigation(PAGES)
+directory = ui.data_dir()
+ui.sidebar(directory)
+if ui.runs(directory).empty:
+    ui.empty_state(directory)
+else:
+    ui.alert_banner()
+    with ui.framed():
+        page.run()

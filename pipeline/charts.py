@@ -97,13 +97,13 @@ def add_levels(fig: go.Figure, levels: Sequence[tuple[float, str]]) -> None:
 
 def trend_figure(trend: pd.DataFrame, metric_label: str, points: pd.DataFrame | None = None,
                  events: pd.DataFrame | None = None, *, window: int = 7, sigma: float = 3.0,
-                 drop_pct: float | None = None) -> go.Figure:
+                 threshold_note: str = "") -> go.Figure:
     """A metric@k per pipeline with its trailing mean, sigma band and drop threshold (from `views.trend`),
     the floor, alert markers and run events."""
     fig = go.Figure()
     pipelines = list(pd.unique(trend["pipeline"]))
     colours = colour_map(pipelines)
-    drop = f" ({drop_pct:g}% below the mean)" if drop_pct is not None else ""
+    drop = f" ({threshold_note})" if threshold_note else ""
     for pipeline in pipelines:
         rows = trend[trend["pipeline"] == pipeline]
         colour = colours[pipeline]
@@ -129,7 +129,8 @@ def trend_figure(trend: pd.DataFrame, metric_label: str, points: pd.DataFrame | 
         fig.add_trace(go.Scatter(
             x=rows["run_date"], y=rows["value"], mode="lines+markers", name=pipeline, legendgroup=pipeline,
             line={"color": colour, "width": 2.5}, marker={"size": 5},
-            hovertemplate=f"{DATE_HOVER}<br>{pipeline} {hover_text(metric_label)}: %{{y:{VALUE_FORMAT}}}<extra></extra>"))
+            hovertemplate=(f"{DATE_HOVER}<br>{pipeline} {hover_text(metric_label)}: %{{y:{VALUE_FORMAT}}}"
+                           "<extra></extra>")))
     floors = trend["floor"].dropna().unique() if "floor" in trend else []
     add_levels(fig, [(float(f), "floor") for f in floors])
     add_alert_markers(fig, points if points is not None else None)
@@ -263,6 +264,8 @@ def comparison_figure(frame: pd.DataFrame, group: str, title: str, y_title: str,
     for name in names:
         rows = frame[frame[group] == name].sort_values("run_date")
         for column, label, dash in (("value_original", "original", "solid"), ("value_simulated", "simulated", "dash")):
+            if rows[column].isna().all():
+                continue
             fig.add_trace(go.Scatter(
                 x=rows["run_date"], y=rows[column], mode="lines+markers", name=f"{hover_text(name)} {label}",
                 legendgroup=name, line={"color": colours[name], "width": 2, "dash": dash}, marker={"size": 5},

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 from scipy import stats
 
 from pipeline.config import DriftConfig
@@ -161,7 +162,10 @@ def project(reference: np.ndarray, current: np.ndarray, n_components: int,
     fit = np.vstack([ref, cur]) if pooled else ref
     k = max(1, min(n_components, fit.shape[0] - 1, fit.shape[1]))
     mean = fit.mean(axis=0)
-    _, _, vt = np.linalg.svd(fit - mean, full_matrices=False)
+    # One BLAS thread: on two cores OpenBLAS's spinning workers contend with torch's OpenMP pool and a
+    # small SVD takes seconds instead of milliseconds.
+    with threadpool_limits(limits=1, user_api="blas"):
+        _, _, vt = np.linalg.svd(fit - mean, full_matrices=False)
     components = vt[:k].T
     return (ref - mean) @ components, (cur - mean) @ components
 

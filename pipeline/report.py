@@ -55,6 +55,10 @@ def weekly_review(runs: pd.DataFrame, metrics: pd.DataFrame, per_question: pd.Da
     previous = views.previous_week(week)
     every = views.weekly_means(metrics, week)
     summary = every[(every[views.K] == k) & every[views.METRIC].isin(REVIEW_METRICS)]
+    pipelines = views.values_of(metrics, views.PIPELINE)
+    summary = summary.assign(_p=summary[views.PIPELINE].map(pipelines.index),
+                             _m=summary[views.METRIC].map(REVIEW_METRICS.index))
+    summary = summary.sort_values(["_p", "_m"], kind="stable").drop(columns=["_p", "_m"])
     both = pd.concat([views.in_week(metrics, previous), views.in_week(metrics, week)])
     daily = views.metric_series(both, CHART_METRIC, k)
     week_alerts = views.in_week(alerts, week).sort_values([views.RUN_DATE, views.SEVERITY, views.RULE], kind="stable")
@@ -95,7 +99,8 @@ def week_csv(metrics: pd.DataFrame, week: str) -> str:
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 60rem;
        color: #1f2328; padding: 0 1rem; line-height: 1.45; }
-h1 { font-size: 1.6rem; margin-bottom: 0.2rem; } h2 { font-size: 1.2rem; margin-top: 2rem; border-bottom: 1px solid #ddd; }
+h1 { font-size: 1.6rem; margin-bottom: 0.2rem; }
+h2 { font-size: 1.2rem; margin-top: 2rem; border-bottom: 1px solid #ddd; }
 .meta { color: #57606a; margin-top: 0; }
 table { border-collapse: collapse; margin: 0.5rem 0; font-size: 0.9rem; }
 th, td { border-bottom: 1px solid #e5e5e5; padding: 0.3rem 0.6rem; text-align: left; vertical-align: top; }
@@ -223,9 +228,8 @@ def _corpus_section(review: WeeklyReview) -> str:
              ("failed feed fetches", f"{c.feeds_failed} ({c.degraded_runs} runs)")]
     out = '<div class="cards">' + "".join(f'<div class="card">{_e(k)}<b>{_e(v)}</b></div>' for k, v in cards) + "</div>"
     if len(review.events):
-        out += "<p>Run notes:</p><ul>" + "".join(
-            f"<li>{d:%Y-%m-%d}: {_e(e)}</li>" for d, e in zip(review.events[views.RUN_DATE], review.events[views.EVENTS])
-        ) + "</ul>"
+        notes = zip(review.events[views.RUN_DATE], review.events[views.EVENTS])
+        out += "<p>Run notes:</p><ul>" + "".join(f"<li>{d:%Y-%m-%d}: {_e(e)}</li>" for d, e in notes) + "</ul>"
     return out
 
 

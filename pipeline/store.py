@@ -21,7 +21,13 @@ ALERTS = "alerts.csv"
 LOCK_FILE = "driftwatch.lock"
 REFERENCE_FILE = "reference.json"  # the pinned reference date of the drift statistics
 
+# Column names that readers select on (the tuples below are the files' full contracts).
 RUN_DATE = "run_date"
+PIPELINE, K, METRIC, VALUE = "pipeline", "k", "metric", "value"
+QUESTION_ID, FIRST_RANK, RETRIEVED = "question_id", "first_relevant_rank", "retrieved"
+STATISTIC, REFERENCE_DATE = "statistic", "reference_date"
+RULE, SEVERITY, MESSAGE = "rule", "severity", "message"
+EVENTS, DOCS_TOTAL = "events", "docs_total"
 
 RUNS_COLUMNS = (
     "run_date", "run_id", "started_at", "finished_at", "status", "feeds_ok", "feeds_failed",

@@ -23,24 +23,17 @@ from pipeline.alerts import ALERT, MIN_BASELINE, PER_QUESTION_COLUMN, RISE, WARN
 from pipeline.config import (DEFAULT_CONFIG_FILE, ENV_CONFIG, ENV_DATA_DIR, AlertsConfig, Config, load_config)
 from pipeline.corpus import CORPUS_FILE, Corpus, CorpusError, text_hash
 from pipeline.demo import DEMO_CONFIG
-from pipeline.drift import TOP1_COSINE
 from pipeline.gold import GoldQuestion, load_gold
+from pipeline.store import (DOCS_TOTAL, EVENTS, FIRST_RANK, K, MESSAGE, METRIC, PIPELINE, QUESTION_ID,
+                            REFERENCE_DATE, RETRIEVED, RULE, RUN_DATE, SEVERITY, STATISTIC, VALUE)
 
-# Column names of the store's frames. store.py names the files and the column tuples, but of the columns
-# only RUN_DATE as a constant; these are the other ones the views read.
-RUN_DATE = store.RUN_DATE
-PIPELINE, K, METRIC, VALUE = "pipeline", "k", "metric", "value"
-QUESTION_ID, FIRST_RANK, RETRIEVED = "question_id", "first_relevant_rank", "retrieved"
-STATISTIC, REFERENCE_DATE = "statistic", "reference_date"
-RULE, SEVERITY, MESSAGE = "rule", "severity", "message"
-EVENTS, DOCS_TOTAL = "events", "docs_total"
 RUN_COUNTS = ("docs_new", "docs_updated", "docs_deleted")
 
 HEADLINE_METRICS = ("hit", "recall", "mrr", "ndcg")  # the Overview's cards
 METRIC_LABELS = {"hit": "hit rate", "recall": "recall", "precision": "precision", "mrr": "MRR", "ndcg": "nDCG",
                  "unjudged": "unjudged share"}
 SEVERITY_RANK = {WARNING: 1, ALERT: 2}  # 0: no alert
-TOP1_PREFIX = f"{TOP1_COSINE.name}_"
+SEVERITY_OF_RANK = {rank: severity for severity, rank in SEVERITY_RANK.items()}
 UNCATEGORISED = "(none)"
 WEEK_FORMAT = re.compile(r"^(\d{4})-W(\d{2})$")
 
@@ -73,9 +66,9 @@ def has_history(data_dir: Path) -> bool:
     return not store.read_runs(data_dir).empty
 
 
-def gold_questions(config: Config) -> dict[str, GoldQuestion]:
-    """The gold set by question id; empty when the config names no gold file that exists."""
-    path = Path(config.gold)
+def gold_questions(path: Path) -> dict[str, GoldQuestion]:
+    """The gold set by question id; empty when there is no such file (e.g. a config that names none)."""
+    path = Path(path)
     if not path.is_file():
         return {}
     return {q.id: q for q in load_gold(path)}
@@ -127,6 +120,16 @@ def _day(value: date | str | pd.Timestamp) -> pd.Timestamp:
     return pd.Timestamp(value).normalize()
 
 
+def between(frame: pd.DataFrame, start: date | None = None, end: date | None = None) -> pd.DataFrame:
+    """The rows whose run_date lies within [start, end] (an absent bound does not cut)."""
+    keep = pd.Series(True, index=frame.index)
+    if start is not None:
+        keep &= frame[RUN_DATE] >= _day(start)
+    if end is not None:
+        keep &= frame[RUN_DATE] <= _day(end)
+    return frame[keep]
+
+
 # --- runs and alerts ------------------------------------------------------------------------------------
 
 
@@ -156,11 +159,8 @@ def filter_alerts(alerts: pd.DataFrame, *, severities: Sequence[str] = (), rules
     for column, chosen in ((SEVERITY, severities), (RULE, rules), (PIPELINE, pipelines)):
         if chosen:
             keep &= alerts[column].fillna("").isin(list(chosen))
-    if start is not None:
-        keep &= alerts[RUN_DATE] >= _day(start)
-    if end is not None:
-        keep &= alerts[RUN_DATE] <= _day(end)
-    return alerts[keep].sort_values([RUN_DATE, SEVERITY], ascending=[False, True], kind="stable").reset_index(drop=True)
+    narrowed = between(alerts[keep], start, end)
+    return narrowed.sort_values([RUN_DATE, SEVERITY], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
 def alert_counts(alerts: pd.DataFrame) -> pd.DataFrame:
@@ -204,13 +204,15 @@ def with_trailing(metrics: pd.DataFrame, window: int) -> pd.DataFrame:
     frame = metrics.dropna(subset=[VALUE]).sort_values(keys + [RUN_DATE], kind="stable").reset_index(drop=True)
     earlier = frame.groupby(keys, sort=False)[VALUE].shift(1)
     by_series = earlier.groupby([frame[c] for c in keys], sort=False)
-    rolling = lambda how: by_series.transform(lambda s: getattr(s.rolling(window, min_periods=1), how)())  # noqa: E731
+    def rolling(how: str) -> pd.Series:
+        return by_series.transform(lambda s: getattr(s.rolling(window, min_periods=1), how)())
+
     frame["trailing_mean"] = rolling("mean")
     frame["trailing_std"] = rolling("std")
     frame["trailing_n"] = rolling("count").fillna(0).astype(int)
-    # Equal values have no spread (the float std of equal values can come out as a rounding error).
-    spread = by_series.transform(lambda s: s.rolling(window, min_periods=1).max() - s.rolling(window, min_periods=1).min())
-    frame.loc[spread == 0, "trailing_std"] = 0.0
+    # Equal values have no spread (their float std can come out as a rounding error), as in alerts.Trailing.
+    flat = rolling("max") == rolling("min")
+    frame.loc[flat & (frame["trailing_n"] >= 2), "trailing_std"] = 0.0
     return frame
 
 
@@ -231,7 +233,7 @@ def headline(metrics: pd.DataFrame, alerts: pd.DataFrame, k: int, window: int,
     worst = fired.groupby([PIPELINE, METRIC])["_rank"].max()
     keys = list(zip(today[PIPELINE], today[METRIC].map(lambda m: series_name(m, k))))
     rank = [worst.get(key, 0) for key in keys]
-    today[SEVERITY] = [{v: s for s, v in SEVERITY_RANK.items()}.get(r, "") for r in rank]
+    today[SEVERITY] = [SEVERITY_OF_RANK.get(r, "") for r in rank]
     tails = frame.groupby([PIPELINE, METRIC])[VALUE].agg(lambda s: s.tail(history).tolist())
     today["history"] = [tails.get((p, m), []) for p, m in zip(today[PIPELINE], today[METRIC])]
     pipeline_order = {p: i for i, p in enumerate(values_of(rows, PIPELINE))}
@@ -257,11 +259,13 @@ def trend(metrics: pd.DataFrame, metric: str, k: int, pipelines: Sequence[str], 
     frame["threshold"] = (frame["trailing_mean"] * (1 + sign * drop_threshold(config, name))).where(enough)
     frame["floor"] = config.floors.get(name, math.nan)
     frame["watched"] = name in config.watched(tuple(ks))
-    if start is not None:
-        frame = frame[frame[RUN_DATE] >= _day(start)]
-    if end is not None:
-        frame = frame[frame[RUN_DATE] <= _day(end)]
-    return frame.sort_values([PIPELINE, RUN_DATE], kind="stable").reset_index(drop=True)
+    return between(frame, start, end).sort_values([PIPELINE, RUN_DATE], kind="stable").reset_index(drop=True)
+
+
+def threshold_note(metric: str, k: int, config: AlertsConfig) -> str:
+    """How the drop threshold of a metric@k sits against its trailing mean, e.g. "10% below the trailing mean"."""
+    side = "above" if direction_of(metric) == RISE else "below"
+    return f"{drop_threshold(config, series_name(metric, k)):.0%} {side} the trailing mean"
 
 
 def metric_series(metrics: pd.DataFrame, metric: str, k: int) -> pd.DataFrame:
@@ -321,11 +325,7 @@ def question_heatmap(per_question: pd.DataFrame, pipeline: str, k: int, metric: 
     """Questions x run dates of one metric, rows ordered by the largest regression between `then` and
     `now` first (see `question_changes`); columns cut to [start, end]."""
     column = question_column(metric)
-    rows = _slice(per_question, pipeline, k)
-    if start is not None:
-        rows = rows[rows[RUN_DATE] >= _day(start)]
-    if end is not None:
-        rows = rows[rows[RUN_DATE] <= _day(end)]
+    rows = between(_slice(per_question, pipeline, k), start, end)
     matrix = rows.pivot_table(index=QUESTION_ID, columns=RUN_DATE, values=column, aggfunc="first", dropna=False)
     order = question_changes(per_question, pipeline, k, metric, then, now).index
     order = [q for q in order if q in matrix.index] + sorted(set(matrix.index) - set(order))
@@ -340,6 +340,11 @@ def regressed_questions(per_question: pd.DataFrame, pipeline: str, k: int, metri
     worse = changes[(changes["harm"] > 0) | changes["rank_worse"]].reset_index()
     worse.insert(1, "question", worse[QUESTION_ID].map(dict(texts or {})).fillna(""))
     return worse[[QUESTION_ID, "question", "then", "now", "change", "rank_then", "rank_now"]]
+
+
+def question_rows(per_question: pd.DataFrame, question_id: str) -> pd.DataFrame:
+    """Every per_question.csv row of one question (all pipelines, k and dates): what a drill-down reads."""
+    return per_question[per_question[QUESTION_ID] == question_id].reset_index(drop=True)
 
 
 def rank_history(per_question: pd.DataFrame, question_id: str) -> pd.DataFrame:
@@ -416,14 +421,19 @@ def document_table(doc_ids: Sequence[str], info: Mapping[str, Mapping], gold: It
 
 
 def drift_series(drift: pd.DataFrame, statistics: Sequence[str]) -> pd.DataFrame:
-    """drift.csv rows of the given statistics: run_date, statistic, value (long, sorted)."""
+    """drift.csv rows of the given statistics: run_date, statistic, value (long; statistics in the order given)."""
+    order = {s: i for i, s in enumerate(statistics)}
     rows = drift[drift[STATISTIC].isin(list(statistics))]
-    return rows[[RUN_DATE, STATISTIC, VALUE]].sort_values([STATISTIC, RUN_DATE], kind="stable").reset_index(drop=True)
+    rows = rows.assign(_order=rows[STATISTIC].map(order)).sort_values(["_order", RUN_DATE], kind="stable")
+    return rows[[RUN_DATE, STATISTIC, VALUE]].reset_index(drop=True)
 
 
-def top1_statistics(drift: pd.DataFrame) -> list[str]:
-    """The per-pipeline question-top1 cosine statistics present (top1_cosine_<pipeline>)."""
-    return sorted(s for s in drift[STATISTIC].unique() if str(s).startswith(TOP1_PREFIX))
+def top1_statistics(drift: pd.DataFrame) -> dict[str, str]:
+    """The question-top1 cosine statistics present (top1_cosine_<pipeline>), each with its pipeline."""
+    from pipeline.drift import TOP1_COSINE  # drift imports scipy: only the pages that show drift pay for it
+
+    prefix = f"{TOP1_COSINE.name}_"
+    return {s: s.removeprefix(prefix) for s in sorted(drift[STATISTIC].unique()) if str(s).startswith(prefix)}
 
 
 def reference_date(drift: pd.DataFrame, data_dir: Path | None = None) -> date | None:
@@ -505,7 +515,8 @@ def embedding_projection(data_dir: Path, config: Config, reference: date, curren
         for side, day in (("reference", reference), ("current", current)):
             chunks = chunk_documents(config, corpus.snapshot(day))
             rng = np.random.default_rng(seed)
-            keep = np.sort(rng.choice(len(chunks), size=cap, replace=False)) if len(chunks) > cap else range(len(chunks))
+            keep = (np.sort(rng.choice(len(chunks), size=cap, replace=False)) if len(chunks) > cap
+                    else range(len(chunks)))
             chosen = [chunks[i] for i in keep]
             hashes = [text_hash(c.text) for c in chosen]
             found = corpus.cached_embeddings(key, hashes)
@@ -561,8 +572,7 @@ def weeks(runs: pd.DataFrame) -> list[str]:
 
 
 def in_week(frame: pd.DataFrame, week: str) -> pd.DataFrame:
-    monday, sunday = week_bounds(week)
-    return frame[(frame[RUN_DATE] >= _day(monday)) & (frame[RUN_DATE] <= _day(sunday))]
+    return between(frame, *week_bounds(week))
 
 
 def weekly_means(metrics: pd.DataFrame, week: str) -> pd.DataFrame:
@@ -616,7 +626,11 @@ def week_corpus(runs: pd.DataFrame, week: str) -> CorpusWeek:
     """What the week's runs did to the corpus."""
     rows = in_week(runs, week).sort_values(RUN_DATE, kind="stable")
     before = runs[runs[RUN_DATE] < _day(week_bounds(week)[0])].sort_values(RUN_DATE, kind="stable")
-    total = lambda frame: int(frame[DOCS_TOTAL].iloc[-1]) if len(frame) and pd.notna(frame[DOCS_TOTAL].iloc[-1]) else None  # noqa: E731
+
+    def total(frame: pd.DataFrame) -> int | None:
+        last = frame[DOCS_TOTAL].iloc[-1] if len(frame) else None
+        return None if last is None or pd.isna(last) else int(last)
+
     failed = rows["feeds_failed"].fillna(0)
     return CorpusWeek(runs=len(rows), **{c: int(rows[c].fillna(0).sum()) for c in RUN_COUNTS},
                       docs_start=total(before), docs_end=total(rows), degraded_runs=int((failed > 0).sum()),
@@ -634,25 +648,42 @@ def sandbox_dir(data_dir: Path) -> Path:
     return Path(tempfile.gettempdir()) / "driftwatch-sandboxes" / f"{resolved.name or 'data'}-{digest}"
 
 
-def sandbox_info(sandbox: Path, source: Path) -> dict | None:
-    """The sandbox's metadata (source, scenario, created) when `sandbox` holds a simulation of `source`."""
-    from pipeline.simulate import SANDBOX_FILE
+@dataclass(frozen=True)
+class SandboxInfo:
+    path: Path
+    description: str  # the scenario's own description, e.g. "simulation: injected 40 offtopic documents"
+    start: date
+    created: str
+
+
+def sandbox_info(sandbox: Path, source: Path) -> SandboxInfo | None:
+    """What the sandbox holds, when it holds a simulation of `source` (None otherwise)."""
+    from pipeline.simulate import SANDBOX_FILE, Scenario
 
     path = Path(sandbox) / SANDBOX_FILE
     if not path.is_file() or not (Path(sandbox) / store.RUNS).exists():
         return None
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, OSError):
+        if Path(meta["source"]).resolve() != Path(source).resolve():
+            return None
+        raw = meta["scenario"]
+        scenario = Scenario(**{**raw, "start": date.fromisoformat(raw["start"]),
+                               "before": date.fromisoformat(raw["before"]) if raw.get("before") else None})
+    except (ValueError, KeyError, TypeError, OSError):
         return None
-    return meta if Path(meta.get("source", "")).resolve() == Path(source).resolve() else None
+    return SandboxInfo(Path(sandbox), scenario.describe(), scenario.start, str(meta.get("created", "")))
 
 
-def compare_drift(original: pd.DataFrame, simulated: pd.DataFrame, statistics: Sequence[str]) -> pd.DataFrame:
-    """drift.csv statistics of the original and the simulated history side by side (as `simulate.compare`
-    does for metrics): run_date, statistic, value_original, value_simulated, change."""
-    keys = [RUN_DATE, STATISTIC]
-    both = drift_series(original, statistics).merge(drift_series(simulated, statistics), on=keys,
-                                                    suffixes=("_original", "_simulated"))
+def side_by_side(original: pd.DataFrame, simulated: pd.DataFrame | None, group: str) -> pd.DataFrame:
+    """Two long series frames (run_date, <group>, value) joined per date and group, as `simulate.compare` joins
+    the metric series of a source and its sandbox: run_date, <group>, value_original, value_simulated, change.
+    Without a simulation the simulated values are NaN."""
+    keys = [RUN_DATE, group]
+    left = original[keys + [VALUE]]
+    if simulated is None:
+        both = left.rename(columns={VALUE: "value_original"}).assign(value_simulated=math.nan)
+    else:
+        both = left.merge(simulated[keys + [VALUE]], on=keys, suffixes=("_original", "_simulated"))
     both["change"] = both["value_simulated"] - both["value_original"]
     return both.sort_values(keys, kind="stable").reset_index(drop=True)

@@ -1,0 +1,323 @@
+"""What every dashboard page shares: the data directory, cached reads of the store and the corpus, the open-alert
+banner, the empty state and small rendering helpers. Not a page: the leading underscore keeps it out of the page
+list (app.py names its pages)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import date
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from pipeline import report, store, views
+from pipeline.alerts import ALERT, WARNING
+from pipeline.config import Config, ConfigError
+from pipeline.corpus import CORPUS_FILE
+from pipeline.gold import GoldError
+
+SEVERITY_ICONS = {ALERT: ":material/error:", WARNING: ":material/warning:"}
+DELTA_COLOURS = {ALERT: "red", WARNING: "orange"}  # a series' card when an alert fired on it
+MAX_BANNER_DETAILS = 50
+REVIEW_FILES = (store.RUNS, store.METRICS, store.PER_QUESTION, store.ALERTS)  # what a weekly review reads
+
+
+_run = threading.local()  # whether the running page was started by app.py (one script thread per session)
+
+
+@contextmanager
+def framed() -> Iterator[None]:
+    """app.py runs the page inside this, after drawing the shared sidebar and banner."""
+    _run.framed = True
+    try:
+        yield
+    finally:
+        _run.framed = False
+
+
+def page_frame() -> None:
+    """Every page calls this first; under app.py it does nothing.
+
+    With a pages/ folder beside the entry point, Streamlit runs a page file on its own (its older pages-folder
+    mode) when a session starts on that page's URL before app.py has called st.navigation (a deep link to a
+    fresh server; AppTest.switch_page every time). Then leave that mode the way st.navigation does and rerun,
+    so the page is run by app.py with the shared sidebar and banner."""
+    if getattr(_run, "framed", False):
+        return
+    from streamlit.runtime.pages_manager import PagesManager
+
+    PagesManager.uses_pages_directory = False
+    st.rerun()
+
+
+@st.cache_resource(show_spinner=False)
+def error(problem: object) -> None:
+    """A domain error as one red box, its text shown literally (it may name paths, keys and ids)."""
+    st.error(views.escape_markdown(str(problem)), icon=":material/error:")
+
+
+# --- where the data is ---------------------------------------------------------------------------------------
+
+
+def data_dir() -> Path:
+    """The data directory ($DRIFTWATCH_DATA_DIR, else the config's); a config error stops the page with it."""
+    try:
+        return views.resolve_data_dir()
+    except ConfigError as exc:
+        error(f"Cannot find the data directory: {exc}. Set DRIFTWATCH_DATA_DIR or DRIFTWATCH_CONFIG.")
+        st.stop()
+
+
+def config() -> Config:
+    """The settings of the data directory (its demo.toml, else the config file, else the defaults)."""
+    try:
+        return views.settings(data_dir())
+    except ConfigError as exc:
+        error(exc)
+        st.stop()
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    """Modification time and size of a file ((0, 0) when absent): the cache key that changes with the file."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return 0, 0
+    return info.st_mtime_ns, info.st_size
+
+
+def _corpus_stamp(directory: Path) -> tuple:
+    corpus = directory / CORPUS_FILE
+    return _stamp(corpus), _stamp(corpus.with_name(CORPUS_FILE + "-wal"))
+
+
+# --- cached reads (keyed on the files' stamps, so a new run shows up on the next rerun) ------------------
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _read(directory: str, name: str, stamp: tuple) -> pd.DataFrame:
+    return store.read(Path(directory), name)
+
+
+@st.cache_data(max_entries=2, show_spinner="Reading per_question.csv…")
+def _read_per_question(directory: str, stamp: tuple) -> pd.DataFrame:
+    return store.read_per_question(Path(directory))
+
+
+def _cached(directory: str, name: str, stamp: tuple) -> pd.DataFrame:
+    if name == store.PER_QUESTION:  # the big one has its own, smaller cache
+        return _read_per_question(directory, stamp)
+    return _read(directory, name, stamp)
+
+
+def read(name: str, directory: Path | None = None) -> pd.DataFrame:
+    """One CSV of the store as a typed frame (do not mutate it: it is shared through the cache)."""
+    directory = Path(directory or data_dir())
+    try:
+        return _cached(str(directory), name, _stamp(directory / name))
+    except store.StoreSchemaError as exc:
+        error(exc)
+        st.stop()
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _question_view(directory: str, stamp: tuple, name: str, args: tuple, _view) -> object:
+    return _view(_read_per_question(directory, stamp), *args)
+
+
+def per_question_view(view, *args) -> object:
+    """`view(per_question, *args)` for a function of `views`, cached per version of per_question.csv and
+    arguments: a rerun reuses the small result instead of the whole frame."""
+    directory = data_dir()
+    name = store.PER_QUESTION
+    return _question_view(str(directory), _stamp(directory / name), view.__name__, args, view)
+
+
+@st.cache_data(max_entries=8, show_spinner="Preparing the review…")
+def _weekly_review(directory: str, stamps: tuple, week: str) -> report.WeeklyReview:
+    frames = [_cached(directory, name, stamp) for name, stamp in zip(REVIEW_FILES, stamps)]
+    return report.weekly_review(*frames, week)
+
+
+def weekly_review(week: str) -> report.WeeklyReview:
+    directory = data_dir()
+    return _weekly_review(str(directory), tuple(_stamp(directory / name) for name in REVIEW_FILES), week)
+
+
+def runs(directory: Path | None = None) -> pd.DataFrame:
+    return read(store.RUNS, directory)
+
+
+def metrics(directory: Path | None = None) -> pd.DataFrame:
+    return read(store.METRICS, directory)
+
+
+def drift(directory: Path | None = None) -> pd.DataFrame:
+    return read(store.DRIFT, directory)
+
+
+def alerts(directory: Path | None = None) -> pd.DataFrame:
+    return read(store.ALERTS, directory)
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def _gold(path: str, stamp: tuple) -> dict:
+    return views.gold_questions(Path(path))
+
+
+def gold() -> dict:
+    """The gold set by question id ({} when the config's gold file is absent)."""
+    path = Path(config().gold)
+    try:
+        return _gold(str(path), _stamp(path))
+    except GoldError as exc:
+        st.warning(views.escape_markdown(str(exc)), icon=":material/warning:")
+        return {}
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _documents_info(directory: str, ids: tuple[str, ...], stamp: tuple) -> dict:
+    return views.documents_info(Path(directory), ids)
+
+
+def documents_info(ids: Sequence[str]) -> dict:
+    directory = data_dir()
+    return _documents_info(str(directory), tuple(dict.fromkeys(ids)), _corpus_stamp(directory))
+
+
+@st.cache_data(max_entries=4, show_spinner="Reading the corpus…")
+def _documents(directory: str, stamp: tuple) -> pd.DataFrame:
+    return views.corpus_documents(Path(directory))
+
+
+def documents() -> pd.DataFrame:
+    directory = data_dir()
+    return _documents(str(directory), _corpus_stamp(directory))
+
+
+@st.cache_data(max_entries=8, show_spinner="Projecting the embeddings…")
+def _projection(directory: str, _config: Config, config_hash: str, reference: date, current: date,
+                stamp: tuple) -> views.Projection:
+    return views.embedding_projection(Path(directory), _config, reference, current)
+
+
+def projection(reference: date, current: date) -> views.Projection:
+    directory, settings = data_dir(), config()
+    return _projection(str(directory), settings, settings.config_hash(), reference, current, _corpus_stamp(directory))
+
+
+# --- shared parts of the page ---------------------------------------------------------------------------------
+
+
+def sidebar(directory: Path) -> None:
+    st.sidebar.caption("Data directory")
+    st.sidebar.code(str(directory), language=None, wrap_lines=True)
+    latest = views.last_run(runs(directory))
+    if latest is not None:
+        st.sidebar.caption(f"Last run: {latest[views.RUN_DATE]:%Y-%m-%d} ({latest['status']})")
+
+
+def alert_banner() -> None:
+    """The latest run's alert rows, alerts in red and warnings in orange, on every page."""
+    rows = views.open_alerts(alerts(), runs())
+    if rows.empty:
+        return
+    day = f"{rows[views.RUN_DATE].iloc[0]:%Y-%m-%d}"
+    with st.container(key="alert_banner"):
+        for severity, box in ((ALERT, st.error), (WARNING, st.warning)):
+            part = rows[rows[views.SEVERITY] == severity]
+            if part.empty:
+                continue
+            names = "; ".join(f"{m} of {p} ({r})" if p else f"{m} ({r})" for r, p, m in
+                              zip(part[views.RULE], part[views.PIPELINE].fillna(""), part[views.METRIC]))
+            noun = severity if len(part) == 1 else f"{severity}s"
+            box(views.escape_markdown(f"{len(part)} open {noun} on the latest run ({day}): {names}"),
+                icon=SEVERITY_ICONS[severity])
+        with st.expander(f"Messages of the {len(rows)} open alert rows", key="alert_banner_details"):
+            for row in rows.head(MAX_BANNER_DETAILS).itertuples(index=False):
+                owner = getattr(row, views.PIPELINE) or "corpus"
+                st.markdown(views.escape_markdown(f"[{row.severity}] {row.rule} / {owner} / {row.metric}: ")
+                            + views.escape_markdown(row.message))
+            st.page_link("pages/alerts.py", label="Open the alert log", icon=":material/list:")
+
+
+def empty_state(directory: Path) -> None:
+    """No history yet: say so, and offer to build the bundled demo history into the data directory."""
+    from pipeline.demo import MAX_RUNS, DemoError, build_demo
+
+    st.title("driftwatch")
+    st.info(views.escape_markdown(f"No history in {directory} yet. Run the daily job (python -m pipeline run) "
+                                  "from cron, or build the bundled demo: a month of daily runs over demo news "
+                                  "feeds with a drift event."), icon=":material/info:")
+    days = st.number_input("Daily runs of demo history", min_value=1, max_value=MAX_RUNS, value=MAX_RUNS,
+                           key="demo_days")
+    if not st.button("Build the demo history", key="demo_build", type="primary", icon=":material/play_arrow:"):
+        return
+    bar = st.progress(0.0, text="Loading the embedding model…")
+    done: list = []
+
+    def progress(result) -> None:
+        done.append(result)
+        bar.progress(len(done) / days, text=f"{result.run_date}: {result.run['docs_total']} documents "
+                                            f"({len(done)} of {days} runs)")
+
+    try:
+        build_demo(config(), directory, days=int(days), progress=progress)
+    except DemoError as exc:
+        error(exc)
+        return
+    st.rerun()
+
+
+# --- rendering helpers ----------------------------------------------------------------------------------------
+
+
+def metric_card(container, label: str, row, window: int) -> None:
+    """A series' latest value against its trailing mean; the delta red (alert) or orange (warning) when an
+    alert fired on it in the latest run. `row` is a views.headline row."""
+    severity = row.severity
+    change = row.change
+    delta = None if pd.isna(change) else f"{change:+.3f} vs {window}-run mean"
+    colour = DELTA_COLOURS.get(severity, "inverse" if row.metric == "unjudged" else "normal")
+    mean = "no earlier run" if pd.isna(row.trailing_mean) else f"{row.trailing_mean:.4f}"
+    note = f"Value {row.value:.4f}; mean of the previous {window} runs {mean}."
+    if severity:
+        note += f" The latest run fired {'an' if severity == ALERT else 'a'} {severity} on this series."
+    container.metric(label, f"{row.value:.3f}", delta, delta_color=colour, border=True, help=note,
+                     icon=SEVERITY_ICONS.get(severity), chart_data=list(row.history) or None)
+
+
+def table(frame: pd.DataFrame, key: str, **options) -> None:
+    """st.dataframe inside a container keyed `key` (a dataframe without selections carries no key of its own,
+    so tests find the table through its container)."""
+    with st.container(key=key):
+        st.dataframe(frame, hide_index=True, **options)
+
+
+def document_table(frame: pd.DataFrame, key: str, extra: dict | None = None) -> None:
+    """A views.document_table (titles as text, links as a link column), never rendered as HTML."""
+    columns = {
+        "rank": st.column_config.NumberColumn("rank", width="small"),
+        "doc_id": st.column_config.TextColumn("doc id"),
+        "title": st.column_config.TextColumn("title", width="large"),
+        "link": st.column_config.LinkColumn("article", display_text="open ↗"),
+        "feed": st.column_config.TextColumn("feed"),
+        "first_seen": st.column_config.TextColumn("first ingested"),
+        "deleted_at": st.column_config.TextColumn("deleted"),
+        "gold": st.column_config.CheckboxColumn("gold"),
+        **(extra or {}),
+    }
+    table(frame, key, column_config=columns)
+
+
+def date_range(label: str, days: Sequence[date], key: str) -> tuple[date, date]:
+    """A date-range picker over the run dates; a half-picked range ends at the last date."""
+    first, last = days[0], days[-1]
+    picked = st.date_input(label, value=(first, last), min_value=first, max_value=last, key=key)
+    picked = tuple(picked) if isinstance(picked, (tuple, list)) else (picked,)
+    start = picked[0] if picked else first
+    end = picked[1] if len(picked) > 1 else last
+    return start, end

@@ -1,0 +1,102 @@
+"""Simulate: run a drift scenario in a sandbox copy of the history and compare the original and simulated series
+side by side. The production history is only read; the sandbox can be discarded."""
+
+from __future__ import annotations
+
+import shutil
+
+import streamlit as st
+
+from pages import _ui as ui
+from pipeline import charts, store, views
+from pipeline.demo import pack_articles
+from pipeline.drift import EVIDENTLY_SCORE, PSI_MEAN
+from pipeline.embeddings import EmbedderError
+from pipeline.simulate import SANDBOX_FILE, SCENARIOS, Scenario, SimulationError, simulate
+
+SCENARIO_HELP = {"offtopic": "inject off-topic (sports) documents", "near-duplicates":
+                 "inject near-duplicates of the gold answers", "delete": "delete documents",
+                 "embedder": "swap or truncate the embedder"}
+
+ui.page_frame()
+st.title("Simulate")
+source, config, runs = ui.data_dir(), ui.config(), ui.runs()
+sandbox = views.sandbox_dir(source)
+days = views.run_dates(runs)
+st.caption(views.escape_markdown(f"The scenario runs in a sandbox ({sandbox}): the history is copied there, the "
+                                 "change applied on the start date and every later run date re-run. The production "
+                                 "series are never written."))
+
+left, right = st.columns(2)
+name = left.selectbox("Scenario", SCENARIOS, format_func=lambda s: f"{s}: {SCENARIO_HELP[s]}", key="sim_scenario")
+start = right.selectbox("Start date", days, index=len(days) - 1, key="sim_start")
+options: dict = {}
+if name in ("offtopic", "near-duplicates"):
+    available = len(pack_articles(name))
+    options["n"] = st.slider("Documents to inject", 1, available, min(40, available), key="sim_n")
+elif name == "delete":
+    if st.radio("Delete", ["a share of the corpus", "documents published before a date"], key="sim_delete_mode",
+                horizontal=True) == "a share of the corpus":
+        options["share"] = st.slider("Share of the documents", 0.05, 1.0, 0.3, 0.05, key="sim_share")
+    else:
+        options["before"] = st.date_input("Published before", value=days[0], key="sim_before")
+else:
+    options["model"] = st.text_input("Model (hub id or folder; empty: keep)", key="sim_model") or None
+    options["truncate_dim"] = st.number_input("Keep the first N dimensions (0: all)", 0, 4096, 128,
+                                              key="sim_truncate_dim") or None
+seed = st.number_input("Seed", 0, 2**31 - 1, 0, key="sim_seed")
+
+if st.button("Run the simulation", key="sim_run", type="primary", icon=":material/play_arrow:"):
+    scenario = Scenario(name, start, seed=int(seed), **options)
+    todo = max(1, sum(d >= start for d in days))
+    bar = st.progress(0.0, text=f"{scenario.describe()}: preparing the sandbox…")
+    done: list = []
+
+    def progress(result) -> None:
+        done.append(result)
+        bar.progress(len(done) / todo, text=f"re-ran {result.run_date} ({len(done)} of {todo})")
+
+    try:
+        simulate(config, scenario, source, sandbox, progress=progress)
+    except (SimulationError, EmbedderError, store.LockError) as exc:
+        ui.error(exc)
+
+made = views.sandbox_info(sandbox, source)
+st.subheader("Original against simulated")
+if made is None:
+    st.info("No simulation yet: pick a scenario and run it. The charts show the original series.",
+            icon=":material/info:")
+else:
+    st.caption(views.escape_markdown(f"{made.description} from {made.start} (sandbox made {made.created[:19]})"))
+metrics = ui.metrics()
+names = views.values_of(metrics, views.METRIC)
+ks = sorted(int(k) for k in metrics[views.K].unique())
+c1, c2 = st.columns(2)
+metric = c1.selectbox("Metric", names, index=names.index("recall") if "recall" in names else 0,
+                      format_func=views.metric_label, key="sim_metric")
+k = c2.selectbox("Cutoff k", ks, index=ks.index(views.default_k(ks)), key="sim_k")
+label = views.metric_label(metric, k)
+start = made.start if made else None
+simulated = {name: ui.read(name, sandbox) for name in (store.METRICS, store.DRIFT, store.ALERTS)} if made else None
+table = views.side_by_side(
+    views.metric_series(metrics, metric, k),
+    views.metric_series(simulated[store.METRICS], metric, k) if simulated else None, views.PIPELINE)
+fired = views.between(views.alert_points(simulated[store.ALERTS], views.series_name(metric, k)),
+                      start) if simulated else None
+st.plotly_chart(charts.comparison_figure(table, views.PIPELINE, f"{label}: original (solid) vs simulated (dashed)",
+                                         f"{label} (mean over questions, 0–1)", start, fired), key="sim_chart")
+statistics = [PSI_MEAN.name, EVIDENTLY_SCORE.name]
+drift = views.side_by_side(views.drift_series(ui.drift(), statistics),
+                           views.drift_series(simulated[store.DRIFT], statistics) if simulated else None,
+                           views.STATISTIC)
+st.plotly_chart(charts.comparison_figure(drift, views.STATISTIC, "Drift: original (solid) vs simulated (dashed)",
+                                         "PSI mean (≥ 0) / Evidently AUC (0–1)", start), key="sim_drift_chart")
+if made is None:
+    st.stop()
+ui.table(views.between(table, start), "sim_table",
+         column_config={c: st.column_config.NumberColumn(c, format="%.4f")
+                        for c in ("value_original", "value_simulated", "change")})
+if st.button("Discard the sandbox", key="sim_discard", icon=":material/delete:"):
+    if (sandbox / SANDBOX_FILE).is_file():  # only ever delete a folder a simulation made
+        shutil.rmtree(sandbox)
+    st.rerun()

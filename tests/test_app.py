@@ -1,0 +1,375 @@
+"""The dashboard through Streamlit's AppTest: every page file against a short history built by the real pipeline
+(four daily runs of the demo with the drift event on the third), the shared frame (sidebar, open-alert banner),
+the empty state, and the flows that write (building the demo, a simulation in its sandbox)."""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import streamlit as st
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.testing.v1 import AppTest
+
+from pipeline import report, store, views
+from pipeline.cli import main
+from pipeline.config import Config
+from pipeline.demo import FIRST_RUN_DAY, build_demo, demo_date
+from pipeline.gold import load_gold
+from pipeline.simulate import compare
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "app.py"
+PAGES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "pages").glob("*.py") if not p.name.startswith("_"))
+TIMEOUT = 180  # seconds per script run: the simulation and the demo build embed text
+RED, ORANGE = 0, 3  # streamlit.proto.Metric_pb2.Metric.MetricColor
+
+
+@pytest.fixture(scope="session")
+def history(tmp_path_factory) -> Path:
+    """Four daily runs of the bundled demo (2026-10-24 to 10-27), the drift packs flowing in from the third."""
+    data_dir = tmp_path_factory.mktemp("dashboard") / "store"
+    build_demo(Config(data_dir=Path(), gold=Path()), data_dir, days=4, drift_day=demo_date(FIRST_RUN_DAY + 2))
+    return data_dir
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches():
+    """Streamlit's caches outlive an AppTest: each test starts and ends without them."""
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+@pytest.fixture
+def open_app(monkeypatch):
+    """Start the app on a data directory, as a server does after its first request.
+
+    With a pages/ folder beside app.py, Streamlit runs a page file on its own (its older pages-folder mode) until
+    app.py has called st.navigation once; a server does that for a session's very first request only, but AppTest
+    re-detects the folder before every run. pages/_ui.page_frame handles it (it reruns through app.py), yet a
+    button click would be spent on the aborted run, so the tests start from the server's steady state unless
+    `first_request` asks for the other case."""
+    original = PagesManager.__init__
+
+    def steady(self, *args, **kwargs) -> None:
+        original(self, *args, **kwargs)
+        PagesManager.uses_pages_directory = False  # what st.navigation leaves behind on a server
+
+    def start(data_dir: Path, first_request: bool = False) -> AppTest:
+        monkeypatch.setenv("DRIFTWATCH_DATA_DIR", str(data_dir))
+        monkeypatch.delenv("DRIFTWATCH_CONFIG", raising=False)
+        monkeypatch.setattr(PagesManager, "__init__", original if first_request else steady)
+        at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
+        assert not at.exception, [e.value for e in at.exception]
+        return at
+    return start
+
+
+def visit(at: AppTest, page: str) -> AppTest:
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def rerun(at: AppTest) -> AppTest:
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def figure(at: AppTest, key: str) -> dict:
+    return json.loads(at.get_by_key(key).proto.spec)
+
+
+def table(at: AppTest, key: str) -> pd.DataFrame:
+    return at.get_by_key(key).dataframe[0].value
+
+
+def literal(markdown: str) -> str:
+    """Markdown escaped by views.escape_markdown, read back as the text it shows."""
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
+def banner(at: AppTest) -> dict[str, str]:
+    """The banner's boxes by kind ("error" for alerts, "warning" for warnings), as the text they show."""
+    block = at.get_by_key("alert_banner")
+    return {e.type: literal(e.value) for e in [*block.error, *block.warning]}
+
+
+def latest_alerts(data_dir: Path) -> pd.DataFrame:
+    alerts, runs = store.read(data_dir, store.ALERTS), store.read_runs(data_dir)
+    return alerts[alerts["run_date"] == runs["run_date"].max()]
+
+
+def test_the_short_history_has_open_alerts(history):
+    # what the assertions below lean on: the real run of the drift day and the day after fired alerts
+    assert len(latest_alerts(history)) > 0
+
+
+def test_every_page_file_is_routed_by_the_app():
+    source = APP.read_text()
+    assert PAGES and all(f'"{page}"' in source for page in PAGES)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_with_the_shared_sidebar_and_banner(history, open_app, page):
+    at = visit(open_app(history), page)
+    titles = [t.value for t in at.title]
+    assert len(titles) == 1 and (titles != ["Overview"] or page.endswith("overview.py"))  # its own page
+    assert at.get("plotly_chart"), "every page draws its main chart"
+    assert str(history) in [c.value for c in at.sidebar.code]
+    shown = " ".join(banner(at).values())
+    for row in latest_alerts(history).itertuples():
+        assert row.metric in shown
+    # feed text is never rendered as HTML
+    assert not any(m.proto.allow_html for m in [*at.markdown, *at.caption])
+
+
+def test_a_page_opened_by_a_sessions_first_request_gets_the_shared_frame(history, open_app):
+    at = visit(open_app(history, first_request=True), "pages/alerts.py")
+    assert [t.value for t in at.title] == ["Alerts"]
+    assert str(history) in [c.value for c in at.sidebar.code] and banner(at)
+
+
+def test_overview_shows_the_csv_values_against_the_trailing_mean(history, open_app):
+    at = open_app(history)
+    metrics = store.read_metrics(history)
+    latest = metrics["run_date"].max()
+    cards = {m.label: m for m in at.metric}
+    today = metrics[(metrics["run_date"] == latest) & (metrics["k"] == 5)
+                    & metrics["metric"].isin(views.HEADLINE_METRICS)]
+    assert len(today) == 12  # 3 pipelines x 4 metrics
+    for row in today.itertuples():
+        card = cards[f"{row.pipeline} · {views.metric_label(row.metric, 5)}"]
+        assert card.value == f"{row.value:.3f}"
+        earlier = metrics[(metrics["run_date"] < latest) & (metrics["pipeline"] == row.pipeline) & (metrics["k"] == 5)
+                          & (metrics["metric"] == row.metric)]["value"]
+        assert card.proto.delta == f"{row.value - earlier.tail(7).mean():+.3f} vs 7-run mean"
+    runs = store.read_runs(history)
+    assert cards["Documents"].value == f"{runs['docs_total'].iloc[-1]:,}"
+    assert figure(at, "overview_chart")["data"][0]["y"] == runs["docs_total"].tolist()
+
+
+def test_the_banner_lists_every_open_alert_row(history, open_app):
+    at = open_app(history)
+    rows = latest_alerts(history)
+    boxes = banner(at)
+    details = [literal(m.value) for m in at.get_by_key("alert_banner_details").markdown]
+    assert len(details) == len(rows)
+    for row in rows.itertuples():
+        box = boxes["error" if row.severity == "alert" else "warning"]
+        assert row.metric in box and row.rule in box
+        assert any(row.message in line for line in details)
+
+
+@pytest.fixture
+def flagged(history, tmp_path) -> Path:
+    """A copy of the history with one more alert row on the latest run: a warning on dense's hit@5."""
+    copy = tmp_path / "flagged"
+    shutil.copytree(history, copy)
+    rows = latest_alerts(copy)
+    day = store.read_runs(copy)["run_date"].max().strftime("%Y-%m-%d")
+    value = store.read_metrics(copy).query("pipeline == 'dense' and metric == 'hit' and k == 5")["value"].iloc[-1]
+    extra = {"run_date": day, "rule": "floor", "pipeline": "dense", "metric": "hit@5", "value": value,
+             "baseline": value, "change_pct": 0.0, "threshold": 1.0, "severity": "warning",
+             "message": "hit@5 of dense is below its <b>floor</b> $1 *test*"}
+    both = pd.concat([rows.assign(run_date=rows["run_date"].dt.strftime("%Y-%m-%d")), pd.DataFrame([extra])])
+    store.replace_date(copy, store.ALERTS, day, both[list(store.ALERTS_COLUMNS)])
+    return copy
+
+
+def test_alert_breaches_are_highlighted_where_the_series_appears(flagged, open_app):
+    at = open_app(flagged)
+    cards = {m.label: m for m in at.metric}
+    assert cards["dense · hit rate@5"].proto.color == ORANGE  # a warning, whatever the direction of the change
+    for row in latest_alerts(flagged).query("pipeline != ''").itertuples():
+        metric, k = row.metric.split("@")
+        expected = RED if row.severity == "alert" else ORANGE
+        assert cards[f"{row.pipeline} · {views.metric_label(metric, int(k))}"].proto.color == expected
+    details = " ".join(literal(m.value) for m in at.get_by_key("alert_banner_details").markdown)
+    assert "below its <b>floor</b> $1 *test*" in details  # shown as literal text
+
+    at = visit(at, "pages/trends.py")
+    at.multiselect(key="trends_metrics").set_value(["hit"])
+    rerun(at)
+    spec = figure(at, "trends_chart_hit")
+    marker = [t for t in spec["data"] if t.get("name") == "warning fired"][0]
+    assert marker["y"] == [store.read_metrics(flagged).query(
+        "pipeline == 'dense' and metric == 'hit' and k == 5")["value"].iloc[-1]]
+    assert "&lt;b&gt;floor&lt;/b&gt;" in marker["text"][0]
+
+
+def test_trends_draw_the_chosen_series(history, open_app):
+    at = visit(open_app(history), "pages/trends.py")
+    at.multiselect(key="trends_metrics").set_value(["ndcg"])
+    at.multiselect(key="trends_pipelines").set_value(["bm25", "hybrid"])
+    at.selectbox(key="trends_k").set_value(10)
+    rerun(at)
+    spec = figure(at, "trends_chart_ndcg")
+    assert spec["layout"]["title"]["text"] == "nDCG@10 by pipeline"
+    metrics = store.read_metrics(history).query("metric == 'ndcg' and k == 10")
+    lines = {t["name"]: t for t in spec["data"] if t.get("name") in ("bm25", "hybrid", "dense")}
+    assert set(lines) == {"bm25", "hybrid"}
+    assert lines["hybrid"]["y"] == metrics.query("pipeline == 'hybrid'")["value"].tolist()
+    events = store.read_runs(history).query("events != ''")
+    labels = [html.unescape(e["text"]) for e in spec["layout"]["annotations"]]
+    assert any(label.startswith(events["events"].iloc[0][:20]) for label in labels)
+
+
+def regressions_by_hand(data_dir: Path, pipeline: str, k: int, then, now) -> set[str]:
+    """Questions whose recall@k fell, or whose first relevant rank worsened (0: not retrieved), from then to now."""
+    per_q = store.read_per_question(data_dir).query("pipeline == @pipeline and k == @k")
+    a = per_q[per_q["run_date"] == pd.Timestamp(then)].set_index("question_id")
+    b = per_q[per_q["run_date"] == pd.Timestamp(now)].set_index("question_id")
+    rank = lambda s: s.astype(float).where(s > 0, float("inf"))  # noqa: E731
+    worse = (b["recall"] < a["recall"]) | (rank(b["first_relevant_rank"]) > rank(a["first_relevant_rank"]))
+    return set(worse[worse].index)
+
+
+def test_questions_table_names_the_regressed_questions_and_drills_down(history, open_app):
+    at = visit(open_app(history), "pages/questions.py")
+    days = sorted(store.read_runs(history)["run_date"].dt.date)
+    at.selectbox(key="questions_pipeline").set_value("hybrid")
+    at.selectbox(key="questions_then").set_value(days[0])
+    at.selectbox(key="questions_now").set_value(days[-1])
+    rerun(at)
+    expected = regressions_by_hand(history, "hybrid", 5, days[0], days[-1])
+    assert expected, "the drift event should make some question regress"
+    regressed = table(at, "questions_regressed")
+    assert set(regressed["question_id"]) == expected
+    heatmap = figure(at, "questions_chart")["data"][0]
+    assert heatmap["y"][0] == regressed["question_id"].iloc[0]  # the largest regression on top
+
+    question = regressed["question_id"].iloc[0]
+    at.selectbox(key="questions_question").set_value(question)
+    rerun(at)
+    gold = {q.id: q for q in load_gold(views.settings(history).gold)}[question]
+    assert table(at, "questions_gold")["doc_id"].tolist() == list(gold.relevant_ids)
+    assert all(not t.startswith("(not") for t in table(at, "questions_gold")["title"])  # titles from the corpus
+    per_q = store.read_per_question(history).query("pipeline == 'hybrid' and k == 5 and question_id == @question")
+    for key, day in (("questions_then_docs", days[0]), ("questions_now_docs", days[-1])):
+        ids = store.split_ids(per_q[per_q["run_date"] == pd.Timestamp(day)]["retrieved"].iloc[0])
+        assert table(at, key)["doc_id"].tolist() == ids
+    now_ids = table(at, "questions_now_docs")["doc_id"].tolist()
+    displacing = table(at, "questions_displacing")
+    assert displacing["doc_id"].tolist() == views.above_gold(now_ids, gold.relevant_ids)
+    info = views.documents_info(history, displacing["doc_id"].tolist())
+    assert displacing["feed"].tolist() == [info[d]["source"] for d in displacing["doc_id"]]
+    assert displacing["first_seen"].tolist() == [info[d]["first_seen"] for d in displacing["doc_id"]]
+    ranks = figure(at, "questions_rank_chart")["data"]
+    assert {t["name"] for t in ranks} == {"bm25", "dense", "hybrid"}
+
+
+def test_drift_page_draws_the_stored_statistics(history, open_app):
+    at = visit(open_app(history), "pages/drift.py")
+    drift = store.read(history, store.DRIFT)
+    psi = {t["name"]: t for t in figure(at, "drift_chart")["data"]}
+    assert psi["PSI mean over components"]["y"] == drift.query("statistic == 'psi_mean'")["value"].tolist()
+    assert sorted(s["y0"] for s in figure(at, "drift_chart")["layout"]["shapes"] if s["y0"] == s["y1"]) == [0.1, 0.2]
+    projection = figure(at, "drift_projection_chart")["data"]
+    assert [t["name"].split(" ")[0] for t in projection] == ["reference", "current"]
+    assert all(len(t["x"]) > 0 for t in projection)
+    composition = figure(at, "drift_composition_chart")["data"]
+    runs = store.read_runs(history)
+    totals = pd.DataFrame([t["y"] for t in composition]).sum().tolist()
+    assert totals == runs["docs_total"].tolist()  # every document counted once per date
+
+
+def test_alerts_page_filters_the_log(history, open_app):
+    at = visit(open_app(history), "pages/alerts.py")
+    alerts = store.read(history, store.ALERTS)
+    assert len(table(at, "alerts_table")) == len(alerts)
+    at.multiselect(key="alerts_severity").set_value(["warning"])
+    rerun(at)
+    shown = table(at, "alerts_table")
+    assert len(shown) == (alerts["severity"] == "warning").sum() and set(shown["severity"]) <= {"warning"}
+
+
+class RecordingStorage(MemoryMediaFileStorage):
+    """The in-memory media storage of AppTest, remembering what download buttons offered."""
+
+    files: dict[str, bytes] = {}
+
+    def load_and_get_id(self, path_or_data, mimetype, kind, filename=None):
+        RecordingStorage.files[filename] = path_or_data if isinstance(path_or_data, bytes) else path_or_data.encode()
+        return super().load_and_get_id(path_or_data, mimetype, kind, filename)
+
+
+def test_weekly_review_download_is_the_cli_report(history, open_app, monkeypatch, tmp_path):
+    monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", RecordingStorage)
+    RecordingStorage.files = {}
+    at = visit(open_app(history), "pages/weekly.py")
+    week = at.selectbox(key="weekly_week").value
+    assert week == views.weeks(store.read_runs(history))[-1]
+    out = tmp_path / "review.html"
+    assert main(["report", "--week", week, "--out", str(out), "--data-dir", str(history)]) == 0
+    assert RecordingStorage.files[f"driftwatch-review-{week}.html"] == out.read_bytes()
+    assert out.read_text() == report.weekly_review_html(history, week)
+    csv = RecordingStorage.files[f"driftwatch-metrics-{week}.csv"].decode()
+    assert csv == report.week_csv(store.read_metrics(history), week)
+    assert csv.splitlines()[0] == ",".join(store.METRICS_COLUMNS)
+
+
+def tree_hash(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_simulation_runs_in_a_sandbox_and_is_discarded(history, open_app):
+    sandbox = views.sandbox_dir(history)
+    shutil.rmtree(sandbox, ignore_errors=True)
+    before = tree_hash(history)
+    at = visit(open_app(history), "pages/simulate.py")
+    assert [t["name"] for t in figure(at, "sim_chart")["data"]] == ["bm25 original", "dense original",
+                                                                       "hybrid original"]
+    last = max(store.read_runs(history)["run_date"]).date()
+    at.selectbox(key="sim_scenario").set_value("near-duplicates")
+    at.selectbox(key="sim_start").set_value(last)
+    rerun(at)
+    at.slider(key="sim_n").set_value(20)
+    at.button(key="sim_run").click()
+    rerun(at)
+    banner_boxes = {e.proto.body for e in at.get_by_key("alert_banner").error}
+    assert [e.value for e in at.error if e.proto.body not in banner_boxes] == []
+    assert tree_hash(history) == before  # production series untouched
+    assert (sandbox / store.RUNS).exists()
+    names = [t["name"] for t in figure(at, "sim_chart")["data"]]
+    assert "hybrid simulated" in names and "hybrid original" in names
+    shown = table(at, "sim_table")
+    expected = compare(history, sandbox, "recall", 5)
+    expected = expected[expected["run_date"].dt.date >= last]
+    assert shown["value_simulated"].tolist() == pytest.approx(expected["value_simulated"].tolist())
+    assert "injected 20 near-duplicates" in store.read_runs(sandbox)["events"].iloc[-1]
+    at.button(key="sim_discard").click()
+    rerun(at)
+    assert not sandbox.exists() and tree_hash(history) == before
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_empty_directory_shows_the_empty_state_on_every_page(tmp_path, open_app, page):
+    at = visit(open_app(tmp_path / "empty"), page)
+    assert [t.value for t in at.title] == ["driftwatch"]
+    assert "No history" in literal(at.info[0].value)
+    assert at.button(key="demo_build").label == "Build the demo history"
+
+
+def test_the_empty_state_builds_the_demo_then_shows_it(tmp_path, open_app):
+    data_dir = tmp_path / "new"
+    at = open_app(data_dir)
+    at.number_input(key="demo_days").set_value(1)
+    at.button(key="demo_build").click()
+    rerun(at)
+    runs = store.read_runs(data_dir)
+    assert len(runs) == 1 and runs["run_date"].iloc[0].date() == demo_date(FIRST_RUN_DAY)
+    assert [t.value for t in at.title] == ["Overview"]
+    assert len(at.metric) >= 12

@@ -1,0 +1,239 @@
+"""The dashboard in a real browser: `streamlit run app.py` on a short real history, every page app.py routes opened
+in headless Chromium, checked for its title, its chart and the absence of errors, and screenshotted."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+from streamlit.source_util import page_icon_and_name
+
+from pipeline.config import Config
+from pipeline.demo import FIRST_RUN_DAY, build_demo, demo_date
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "app.py"
+CHROMIUM = Path("/usr/bin/chromium")  # Debian's; Playwright cannot download its own browsers here
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+SCREENSHOTS_ENV = "DRIFTWATCH_SCREENSHOTS"  # set (to anything) to keep the screenshots in bench/out/screenshots
+SCREENSHOTS_OUT = ROOT / "bench" / "out" / "screenshots"
+VIEWPORT = {"width": 1400, "height": 900}
+START_TIMEOUT = 60  # seconds for the server to answer its health check
+PAGE_TIMEOUT = 120_000  # ms for a page's script run (the Drift page's first run projects embeddings: seconds)
+EXPECT_TIMEOUT = 30_000  # ms for an element to appear once the run is over (plotly.js draws after it)
+
+# Streamlit's DOM (1.67): the app root carries the script and connection state; widgets and keyed containers
+# carry the class st-key-<key>.
+APP_IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"][data-test-connection-state="CONNECTED"]'
+CHART = '[data-testid="stPlotlyChart"]'
+DRAWN_CHART = f"{CHART} .js-plotly-plot"
+EXCEPTION = '[data-testid="stException"]'
+ERROR_BOX = '[data-testid="stAlert"]:has([data-testid="stAlertContentError"])'
+BANNER = ".st-key-alert_banner"  # app.py's open-alert banner: its red boxes are alerts of the history, not faults
+ERROR_WORDS = re.compile(r"Traceback|Error")
+
+# Pages whose chart may only come after an action (a simulation run): their main controls must be there instead.
+CONTROLS = {"pages/simulate.py": ("sim_scenario", "sim_start", "sim_seed", "sim_run")}
+
+
+@dataclass(frozen=True)
+class RoutedPage:
+    """One st.Page of app.py: its file, its title (the page's h1) and its URL path ("" for the default page)."""
+
+    file: str
+    title: str
+    url_path: str
+    has_chart: bool
+
+    @property
+    def name(self) -> str:
+        return Path(self.file).stem
+
+
+def routed_pages() -> list[RoutedPage]:
+    """The st.Page(...) calls of app.py, read from its source so a new page is covered without editing this file.
+    The URL path and title follow st.Page's inference (file name, unless url_path= / title= say otherwise)."""
+    pages = []
+    for node in ast.walk(ast.parse(APP.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "Page"):
+            continue
+        file = ast.literal_eval(node.args[0])
+        options = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg in ("title", "url_path", "default")}
+        inferred = page_icon_and_name(Path(file))[1]
+        url_path = "" if options.get("default") else options.get("url_path", inferred).strip("/")
+        source = (ROOT / file).read_text(encoding="utf-8")
+        pages.append(RoutedPage(file, options.get("title") or inferred.replace("_", " "), url_path,
+                                "st.plotly_chart(" in source))
+    return pages
+
+
+PAGES = routed_pages()
+
+
+def test_every_page_file_is_opened_in_the_browser():
+    files = {p.relative_to(ROOT).as_posix() for p in (ROOT / "pages").glob("*.py") if not p.name.startswith("_")}
+    assert files == {p.file for p in PAGES}, "app.py's st.Page calls and pages/ disagree"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str
+    log: Path
+
+    def log_tail(self, lines: int = 40) -> str:
+        text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for every page (a fresh context per page)."""
+    if not CHROMIUM.is_file():
+        pytest.fail(f"Chromium not found at {CHROMIUM}: the browser test drives Debian's Chromium "
+                    "(apt-get install -y chromium chromium-driver; .ci/run installs it)", pytrace=False)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory) -> Path:
+    """Four daily runs of the bundled demo (2026-10-24 to 10-27), the drift packs flowing in from the third."""
+    data_dir = tmp_path_factory.mktemp("browser") / "store"
+    build_demo(Config(data_dir=Path(), gold=Path()), data_dir, days=4, drift_day=demo_date(FIRST_RUN_DAY + 2))
+    return data_dir
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+            return response.read().decode().strip() == "ok"
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@pytest.fixture(scope="module")
+def server(history, tmp_path_factory) -> Iterator[Server]:
+    """`streamlit run app.py` on the history, on a free port, until the module's tests are done."""
+    port = _free_port()
+    log = tmp_path_factory.mktemp("server") / "streamlit.log"
+    env = {**os.environ, "DRIFTWATCH_DATA_DIR": str(history)}
+    env.pop("DRIFTWATCH_CONFIG", None)
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+               "--server.port", str(port), "--browser.gatherUsageStats", "false"]
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    running = Server(f"http://127.0.0.1:{port}", log)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not _healthy(running.url):
+            if process.poll() is not None:
+                pytest.fail(f"streamlit exited with {process.returncode}:\n{running.log_tail()}", pytrace=False)
+            if time.monotonic() > deadline:
+                pytest.fail(f"streamlit did not answer /_stcore/health within {START_TIMEOUT} s:\n"
+                            f"{running.log_tail()}", pytrace=False)
+            time.sleep(0.1)  # the polling interval, not a wait for readiness
+        yield running
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("screenshots")
+
+
+def wait_until_idle(tab: Page) -> None:
+    """Until the app is connected and its script run has finished."""
+    tab.wait_for_selector(APP_IDLE, state="attached")
+
+
+def error_boxes(tab: Page) -> list[tuple[str, bool]]:
+    """Every red box on the page: its text and whether it belongs to the open-alert banner."""
+    return tab.eval_on_selector_all(ERROR_BOX, f"els => els.map(e => [e.innerText, !!e.closest('{BANNER}')])")
+
+
+def full_page_screenshot(tab: Page, path: Path) -> None:
+    """The whole page: Streamlit scrolls inside its main block, not the document, so the viewport is first
+    stretched to the main block's height (two animation frames let the layout settle)."""
+    height = tab.eval_on_selector('[data-testid="stMain"]', "e => e.getBoundingClientRect().top + e.scrollHeight")
+    tab.set_viewport_size({"width": VIEWPORT["width"], "height": max(VIEWPORT["height"], int(height) + 1)})
+    tab.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    tab.screenshot(path=str(path), full_page=True)
+    if os.environ.get(SCREENSHOTS_ENV):
+        SCREENSHOTS_OUT.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, SCREENSHOTS_OUT / path.name)
+
+
+def check_page(tab: Page, page: RoutedPage) -> None:
+    """The page's title, its main chart (or, for a page whose chart needs an action first, its main controls),
+    every chart drawn, and no exception, error box or JavaScript error."""
+    title = tab.locator("h1").filter(has_text=re.compile(rf"^\s*{re.escape(page.title)}\s*$"))
+    expect(title, f"the title {page.title!r}").to_have_count(1, timeout=EXPECT_TIMEOUT)
+
+    charts = tab.locator(CHART)
+    controls = CONTROLS.get(page.file, ())
+    for key in controls:
+        expect(tab.locator(f".st-key-{key}"), f"the control {key!r}").to_be_visible(timeout=EXPECT_TIMEOUT)
+    if page.has_chart and not controls:
+        expect(charts.first, "the page's main chart").to_be_attached(timeout=EXPECT_TIMEOUT)
+    drawn = tab.locator(DRAWN_CHART)
+    expect(drawn, "every chart element drawn by plotly").to_have_count(charts.count(), timeout=EXPECT_TIMEOUT)
+
+    expect(tab.locator(EXCEPTION), "an exception shown on the page").to_have_count(0)
+    boxes = error_boxes(tab)
+    assert [text for text, in_banner in boxes if not in_banner] == [], "an error box outside the alert banner"
+    assert [text for text, _ in boxes if ERROR_WORDS.search(text)] == [], "an error box naming an error"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_page_renders_in_the_browser(browser, server, screenshots, page: RoutedPage):
+    context = browser.new_context(viewport=VIEWPORT)
+    context.set_default_timeout(PAGE_TIMEOUT)
+    tab = context.new_page()
+    script_errors: list[str] = []
+    tab.on("pageerror", lambda exc: script_errors.append(str(exc)))
+    url = f"{server.url}/{page.url_path}"
+    try:
+        problem = None
+        try:
+            tab.goto(url)
+            wait_until_idle(tab)
+            check_page(tab, page)
+            assert script_errors == [], "JavaScript errors in the page"
+        except (AssertionError, PlaywrightTimeoutError) as exc:
+            problem = exc
+        shot = screenshots / f"{PAGES.index(page) + 1:02d}-{page.name}.png"
+        full_page_screenshot(tab, shot)  # a broken page too: the picture is the quickest diagnosis
+        if problem is not None:
+            raise AssertionError(f"{page.file} at {url} (screenshot {shot}): {problem}\n"
+                                 f"--- streamlit log ---\n{server.log_tail()}") from None
+    finally:
+        context.close()

@@ -1,0 +1,458 @@
+"""The dashboard's derived tables (pipeline/views.py): constructed frames whose expected values are obvious, frames
+read back through the real store, a real corpus in a temporary directory. No Streamlit."""
+
+from __future__ import annotations
+
+import math
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipeline import store, views
+from pipeline.config import AlertsConfig, ChunkingConfig, Config, load_config, to_toml
+from pipeline.corpus import Corpus, text_hash
+from pipeline.embeddings import Embedder
+from pipeline.sources import Document
+
+D1, D2, D3, D4, D5 = "2026-11-02", "2026-11-03", "2026-11-04", "2026-11-05", "2026-11-06"
+
+
+def stored(tmp_path: Path, name: str, rows: list[dict]) -> pd.DataFrame:
+    """`rows` written through the store and read back, so the frame has the readers' real dtypes."""
+    folder = tmp_path / name.removesuffix(".csv")
+    full = [{c: r.get(c, "") for c in store.SCHEMAS[name]} for r in rows]
+    for day in sorted({r["run_date"] for r in full}):
+        store.replace_date(folder, name, day, [r for r in full if r["run_date"] == day])
+    return store.read(folder, name)
+
+
+def metric(day, value, pipeline="p", name="recall", k=5):
+    return {"run_date": day, "pipeline": pipeline, "k": k, "metric": name, "value": value, "n_questions": 3}
+
+
+def alert(day, pipeline="p", series="recall@5", severity="alert", rule="drop", message="fell", value=0.5):
+    return {"run_date": day, "rule": rule, "pipeline": pipeline, "metric": series, "value": value, "baseline": 0.6,
+            "change_pct": -10.0, "threshold": 10.0, "severity": severity, "message": message}
+
+
+def run(day, total=10, events="", **counts):
+    return {"run_date": day, "run_id": "r", "status": "ok", "feeds_ok": 1, "feeds_failed": counts.get("failed", 0),
+            "docs_new": counts.get("new", 0), "docs_updated": 0, "docs_deleted": counts.get("deleted", 0),
+            "docs_total": total, "seconds": 1.0, "events": events}
+
+
+def question(day, qid, recall, rank, k=5, pipeline="p", retrieved="", rr=None):
+    return {"run_date": day, "pipeline": pipeline, "k": k, "question_id": qid, "hit": float(recall > 0),
+            "recall": recall, "precision": 0.0, "rr": recall if rr is None else rr, "ndcg": recall, "unjudged": 0.0,
+            "first_relevant_rank": rank, "top1_score": 1.0, "retrieved": retrieved, "gold_missing": 0}
+
+
+# --- small helpers ------------------------------------------------------------------------------------------
+
+
+def test_escape_markdown_makes_every_mark_literal():
+    assert views.escape_markdown("psi_mean *x* $1 :red[hi] <b>") == r"psi\_mean \*x\* \$1 \:red\[hi\] \<b\>"
+    assert views.escape_markdown("two\nlines") == "two lines"
+
+
+@pytest.mark.parametrize("url, safe", [("https://a.org/x", "https://a.org/x"), ("HTTP://a.org", "HTTP://a.org"),
+                                       ("javascript:alert(1)", None), ("data:text/html,x", None), ("", None),
+                                       (None, None)])
+def test_only_http_links_are_kept(url, safe):
+    assert views.safe_url(url) == safe
+
+
+@pytest.mark.parametrize("ks, k", [([1, 3, 5, 10], 5), ([1, 3], 3), ([10, 20], 10), ([5], 5)])
+def test_default_k_is_the_largest_up_to_five(ks, k):
+    assert views.default_k(ks) == k
+
+
+def test_question_column_maps_mrr_to_rr():
+    assert views.question_column("mrr") == "rr" and views.question_column("recall") == "recall"
+    with pytest.raises(ValueError, match="unknown metric"):
+        views.question_column("map")
+
+
+def test_threshold_note_follows_the_harmful_direction():
+    config = AlertsConfig(drop={"recall@5": 0.05})
+    assert views.threshold_note("recall", 5, config) == "5% below the trailing mean"
+    assert views.threshold_note("unjudged", 5, config) == "10% above the trailing mean"
+
+
+# --- where the data is -------------------------------------------------------------------------------------
+
+
+def test_data_dir_comes_from_the_argument_then_the_environment_then_the_config(tmp_path, monkeypatch):
+    config = tmp_path / "monitor.toml"
+    config.write_text('data_dir = "store"\ngold = "gold.jsonl"\n')
+    monkeypatch.delenv("DRIFTWATCH_DATA_DIR", raising=False)
+    assert views.resolve_data_dir(config) == tmp_path / "store"
+    monkeypatch.setenv("DRIFTWATCH_DATA_DIR", str(tmp_path / "env"))
+    assert views.resolve_data_dir(config) == tmp_path / "env"
+    assert views.resolve_data_dir(config, tmp_path / "arg") == tmp_path / "arg"
+
+
+def test_settings_prefer_the_demo_config_of_the_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no ./monitor.toml here
+    monkeypatch.delenv("DRIFTWATCH_CONFIG", raising=False)
+    data_dir = tmp_path / "store"
+    data_dir.mkdir()
+    assert views.settings(data_dir).retrieval.k == (1, 3, 5, 10)  # the defaults
+    built = Config(data_dir=data_dir, gold=tmp_path / "gold.jsonl", alerts=AlertsConfig(window=4))
+    (data_dir / "demo.toml").write_text(to_toml(built))
+    assert views.settings(data_dir).alerts.window == 4
+    assert load_config(data_dir / "demo.toml").alerts.window == 4
+
+
+def test_gold_questions_are_empty_without_a_gold_file(tmp_path):
+    assert views.gold_questions(tmp_path / "absent.jsonl") == {} and views.gold_questions(Path()) == {}
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text('{"id": "q1", "question": "Why?", "relevant": ["d1"]}\n')
+    assert views.gold_questions(gold)["q1"].relevant_ids == ("d1",)
+
+
+# --- runs and alerts -------------------------------------------------------------------------------------
+
+
+def test_open_alerts_are_the_latest_runs_alert_rows_alerts_first(tmp_path):
+    alerts = stored(tmp_path, store.ALERTS, [alert(D1), alert(D2, rule="psi", pipeline="", series="psi_mean",
+                                                                 severity="warning"), alert(D2, pipeline="q")])
+    runs = stored(tmp_path, store.RUNS, [run(D1), run(D2)])
+    rows = views.open_alerts(alerts, runs)
+    assert rows["severity"].tolist() == ["alert", "warning"] and rows["pipeline"].tolist() == ["q", ""]
+    assert (rows["run_date"] == pd.Timestamp(D2)).all()
+    later = stored(tmp_path / "later", store.RUNS, [run(D1), run(D2), run(D3)])
+    assert views.open_alerts(alerts, later).empty  # the latest run fired nothing
+
+
+def test_alert_points_merge_the_rules_of_one_day(tmp_path):
+    alerts = stored(tmp_path, store.ALERTS, [
+        alert(D1, severity="warning", rule="floor", message="below floor", value=0.4),
+        alert(D1, severity="alert", rule="drop", message="fell 20%", value=0.4),
+        alert(D2, pipeline="other"), alert(D2, series="mrr@5")])
+    points = views.alert_points(alerts, "recall@5", ["p"])
+    assert len(points) == 1
+    row = points.iloc[0]
+    assert (row["severity"], row["value"]) == ("alert", 0.4)
+    assert row["message"] == "[alert / drop] fell 20%\n[warning / floor] below floor"
+    assert len(views.alert_points(alerts, "recall@5")) == 2  # without a pipeline filter
+
+
+def test_filter_alerts_and_counts(tmp_path):
+    alerts = stored(tmp_path, store.ALERTS, [alert(D1), alert(D2, severity="warning", rule="psi", pipeline=""),
+                                             alert(D3), alert(D3, pipeline="q")])
+    assert len(views.filter_alerts(alerts)) == 4
+    assert views.filter_alerts(alerts, severities=["warning"])["rule"].tolist() == ["psi"]
+    assert views.filter_alerts(alerts, pipelines=[""])["rule"].tolist() == ["psi"]
+    assert views.filter_alerts(alerts, start=date(2026, 11, 3), end=date(2026, 11, 3))["run_date"].tolist() == [
+        pd.Timestamp(D2)]
+    newest_first = views.filter_alerts(alerts, pipelines=["p"])["run_date"].tolist()
+    assert newest_first == [pd.Timestamp(D3), pd.Timestamp(D1)]
+    counts = views.alert_counts(alerts)
+    assert counts.set_index(["run_date", "severity"])["alerts"].to_dict() == {
+        (pd.Timestamp(D1), "alert"): 1, (pd.Timestamp(D2), "warning"): 1, (pd.Timestamp(D3), "alert"): 2}
+
+
+def test_run_events_and_last_run(tmp_path):
+    runs = stored(tmp_path, store.RUNS, [run(D1), run(D2, events="new chunker"), run(D3, total=12)])
+    events = views.run_events(runs)
+    assert events["run_date"].tolist() == [pd.Timestamp(D2)] and events["events"].tolist() == ["new chunker"]
+    assert views.last_run(runs)["docs_total"] == 12
+    assert views.last_run(runs.iloc[0:0]) is None
+
+
+# --- metric series ---------------------------------------------------------------------------------------
+
+
+def test_trailing_window_excludes_the_run_itself(tmp_path):
+    metrics = stored(tmp_path, store.METRICS, [metric(d, v) for d, v in zip((D1, D2, D3, D4), (0.2, 0.4, 0.6, 0.8))])
+    frame = views.with_trailing(metrics, window=2)
+    assert frame["trailing_n"].tolist() == [0, 1, 2, 2]
+    assert math.isnan(frame["trailing_mean"][0])
+    assert frame["trailing_mean"][1:].tolist() == pytest.approx([0.2, (0.2 + 0.4) / 2, (0.4 + 0.6) / 2])
+    assert frame["trailing_std"][2] == pytest.approx(np.std([0.2, 0.4], ddof=1))
+    assert math.isnan(frame["trailing_std"][1])  # one earlier value has no spread yet
+
+
+def test_equal_values_have_no_spread(tmp_path):
+    metrics = stored(tmp_path, store.METRICS, [metric(d, 0.1 + 0.2) for d in (D1, D2, D3, D4)])
+    assert views.with_trailing(metrics, window=3)["trailing_std"].tolist()[2:] == [0.0, 0.0]
+
+
+def test_headline_cards(tmp_path):
+    metrics = stored(tmp_path, store.METRICS, [
+        *(metric(d, v) for d, v in ((D1, 0.5), (D2, 0.5), (D3, 0.8))),
+        *(metric(d, 0.7, pipeline="b") for d in (D1, D2, D3)),
+        metric(D3, 0.9, name="mrr"), metric(D3, 0.1, k=1)])
+    alerts = stored(tmp_path, store.ALERTS, [alert(D3, series="recall@5", severity="warning"),
+                                             alert(D2, pipeline="b")])  # an older alert does not colour today
+    cards = views.headline(metrics, alerts, k=5, window=7)
+    assert list(zip(cards["pipeline"], cards["metric"])) == [("p", "recall"), ("p", "mrr"), ("b", "recall")]
+    recall = cards.iloc[0]
+    assert (recall["value"], recall["trailing_mean"], recall["severity"]) == (0.8, 0.5, "warning")
+    assert recall["change"] == pytest.approx(0.8 - 0.5)
+    assert recall["history"] == [0.5, 0.5, 0.8]
+    assert cards.iloc[2]["severity"] == "" and cards.iloc[2]["change"] == pytest.approx(0.0)
+    assert math.isnan(cards.iloc[1]["trailing_mean"])  # mrr has no earlier run
+
+
+def test_trend_lines_follow_the_alert_rules(tmp_path):
+    values = (0.6, 0.6, 0.6, 0.6, 0.3)
+    metrics = stored(tmp_path, store.METRICS, [metric(d, v) for d, v in zip((D1, D2, D3, D4, D5), values)])
+    config = AlertsConfig(window=3, floors={"recall@5": 0.4})
+    trend = views.trend(metrics, "recall", 5, ["p"], config, ks=(1, 5)).set_index("run_date")
+    # the drop threshold needs MIN_BASELINE (3) earlier runs, the band a full window (3): from D4 on
+    assert trend["threshold"].isna().tolist() == [True, True, True, False, False]
+    assert trend.loc[pd.Timestamp(D4), "threshold"] == pytest.approx(0.6 * (1 - 0.10))
+    assert trend.loc[pd.Timestamp(D5), "band_low"] == pytest.approx(0.6)  # no spread: the band is the mean
+    assert trend["band_high"].notna().tolist() == [False, False, False, True, True]
+    assert (trend["floor"] == 0.4).all() and trend["watched"].all()
+    cut = views.trend(metrics, "recall", 5, ["p"], config, (1, 5), start=date(2026, 11, 5))
+    assert cut["run_date"].tolist() == [pd.Timestamp(D4), pd.Timestamp(D5)]
+    assert cut["trailing_mean"].tolist() == pytest.approx([0.6, 0.6])  # computed before the cut
+
+
+def test_trend_threshold_of_a_lower_is_better_metric_is_above_the_mean(tmp_path):
+    metrics = stored(tmp_path, store.METRICS, [metric(d, 0.5, name="unjudged") for d in (D1, D2, D3, D4)])
+    trend = views.trend(metrics, "unjudged", 5, ["p"], AlertsConfig(window=3), ks=(5,))
+    assert trend["threshold"].iloc[-1] == pytest.approx(0.5 * 1.1)
+    assert not trend["watched"].any()  # the default watched series are hit, recall, mrr, ndcg
+
+
+# --- questions ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def questions(tmp_path) -> pd.DataFrame:
+    #        then (D1)      now (D2)
+    # q1     recall 1 @1    recall 0, not retrieved      -> regressed (metric)
+    # q2     recall .5 @3   recall 1 @1                  -> improved
+    # q3     recall 1 @1    recall 1 @2                  -> regressed (rank)
+    # q4     recall 1 @2    recall 1 @2                  -> unchanged
+    rows = [question(D1, "q1", 1.0, 1, retrieved="g1 x y"), question(D2, "q1", 0.0, 0, retrieved="x z y"),
+            question(D1, "q2", 0.5, 3), question(D2, "q2", 1.0, 1),
+            question(D1, "q3", 1.0, 1, retrieved="g3 x"), question(D2, "q3", 1.0, 2, retrieved="x g3"),
+            question(D1, "q4", 1.0, 2), question(D2, "q4", 1.0, 2),
+            question(D1, "q1", 1.0, 1, k=1, retrieved="g1"), question(D2, "q1", 0.0, 0, k=1, retrieved="x")]
+    return stored(tmp_path, store.PER_QUESTION, rows)
+
+
+def test_regressed_questions_worst_first(questions):
+    table = views.regressed_questions(questions, "p", 5, "recall", date(2026, 11, 2), date(2026, 11, 3),
+                                      {"q1": "Who?"})
+    assert table["question_id"].tolist() == ["q1", "q3"]
+    assert table["question"].tolist() == ["Who?", ""]
+    assert table["change"].tolist() == [-1.0, 0.0]
+    assert table["rank_then"].tolist() == [1, 1] and table["rank_now"].tolist() == [0, 2]
+
+
+def test_question_changes_read_the_per_question_column_of_a_metric(questions):
+    changes = views.question_changes(questions, "p", 5, "mrr", date(2026, 11, 2), date(2026, 11, 3))
+    assert changes.loc["q2", "change"] == pytest.approx(0.5)  # rr, which the fixture sets to the recall
+    assert changes.loc["q1", "harm"] == 1.0
+
+
+def test_heatmap_rows_are_ordered_by_regression(questions):
+    matrix = views.question_heatmap(questions, "p", 5, "recall", date(2026, 11, 2), date(2026, 11, 3))
+    assert matrix.index.tolist() == ["q1", "q3", "q4", "q2"]
+    assert list(matrix.columns) == [pd.Timestamp(D1), pd.Timestamp(D2)]
+    assert matrix.loc["q1"].tolist() == [1.0, 0.0]
+    assert views.question_heatmap(questions, "p", 5, "recall", date(2026, 11, 2), date(2026, 11, 3),
+                                  start=date(2026, 11, 3)).columns.tolist() == [pd.Timestamp(D2)]
+
+
+def test_rank_history_reads_one_k_and_leaves_gaps(questions):
+    history = views.rank_history(questions, "q1")
+    assert history["rank"].tolist()[0] == 1.0 and math.isnan(history["rank"].tolist()[1])
+    assert len(history) == 2  # the k=1 and k=5 rows give the same rank: one is read
+    assert views.rank_history(questions, "nope").empty
+
+
+def test_displacing_documents_are_those_above_the_gold_now(questions):
+    rows = views.question_rows(questions, "q3")
+    assert set(rows["question_id"]) == {"q3"}
+    assert views.retrieved(rows, "q3", "p", 5, date(2026, 11, 3)) == ["x", "g3"]
+    table = views.displacing(rows, "q3", "p", 5, date(2026, 11, 2), date(2026, 11, 3), ["g3"])
+    assert table.to_dict("list") == {"rank": [1], "doc_id": ["x"], "new_above": [True]}
+    # gold gone from the top k: every retrieved document is above it; y was already above it then
+    q1 = views.displacing(questions, "q1", "p", 5, date(2026, 11, 2), date(2026, 11, 3), ["g1"])
+    assert q1["doc_id"].tolist() == ["x", "z", "y"] and q1["new_above"].tolist() == [True, True, True]
+    stay = views.displacing(questions, "q3", "p", 5, date(2026, 11, 3), date(2026, 11, 3), ["g3"])
+    assert stay["new_above"].tolist() == [False]
+
+
+def test_above_gold_and_ids_with_spaces():
+    assert views.above_gold(["a", "b", "g", "c"], {"g"}) == ["a", "b"]
+    assert views.above_gold(["a", "b"], {"g"}) == ["a", "b"]
+    assert store.split_ids(store.join_ids(["a b", "c%d"])) == ["a b", "c%d"]
+
+
+def test_document_table_keeps_titles_as_text_and_only_http_links():
+    info = {"d1": {"title": "<script>alert(1)</script>", "url": "javascript:alert(1)", "source": "feed",
+                   "first_seen": D1, "deleted_at": None},
+            "d2": {"title": "Fine", "url": "https://x.org/d2", "source": "feed", "first_seen": D2, "deleted_at": D3}}
+    table = views.document_table(["d1", "d2", "d3"], info, gold=["d2"])
+    assert table["title"].tolist() == ["<script>alert(1)</script>", "Fine", "(not in the corpus)"]
+    assert table["link"].tolist() == [None, "https://x.org/d2", None]
+    assert table["gold"].tolist() == [False, True, False] and table["rank"].tolist() == [1, 2, 3]
+    assert table["deleted_at"].tolist() == ["", D3, ""]
+
+
+# --- corpus -------------------------------------------------------------------------------------------------
+
+
+def doc(doc_id: str, source: str, categories: tuple[str, ...], text: str = "words of a short text") -> Document:
+    return Document(id=doc_id, title=f"title {doc_id}", text=text, url=f"https://x.org/{doc_id}",
+                    published=datetime(2026, 11, 1, tzinfo=timezone.utc), source=source, categories=categories)
+
+
+def test_composition_counts_documents_present_on_each_date(tmp_path):
+    with Corpus.in_dir(tmp_path) as corpus:
+        corpus.ingest([doc("a", "s1", ("x",)), doc("b", "s1", ("y", "x")), doc("c", "s2", ("x",))], D1)
+        corpus.ingest([doc("d", "s2", ())], D2)
+        corpus.delete(["a"], D3, reason="test")
+        totals = [corpus.counts(d).total for d in (D1, D2, D3)]
+    documents = views.corpus_documents(tmp_path)
+    assert sorted(documents["doc_id"]) == ["a", "b", "c", "d"]
+    assert documents.set_index("doc_id")["category"].to_dict() == {"a": "x", "b": "y", "c": "x", "d": "(none)"}
+    days = [date(2026, 11, 2), date(2026, 11, 3), date(2026, 11, 4)]
+    by_source = views.composition(documents, days, "source").pivot(index="run_date", columns="source",
+                                                                   values="documents")
+    assert by_source["s1"].tolist() == [2, 2, 1] and by_source["s2"].tolist() == [1, 2, 2]
+    assert by_source.sum(axis=1).tolist() == totals
+    by_category = views.composition(documents, days, "category").pivot(index="run_date", columns="category",
+                                                                       values="documents")
+    assert by_category["x"].tolist() == [2, 2, 1] and by_category["(none)"].tolist() == [0, 1, 1]
+    assert views.corpus_documents(tmp_path / "absent").empty
+    assert views.composition(views.corpus_documents(tmp_path / "absent"), days, "source").empty
+
+
+def test_documents_info_reads_the_corpus_read_only(tmp_path):
+    with Corpus.in_dir(tmp_path) as corpus:
+        corpus.ingest([doc("a", "s1", ("x",))], D1)
+    info = views.documents_info(tmp_path, ["a", "missing"])
+    assert info == {"a": {"title": "title a", "url": "https://x.org/a", "source": "s1", "first_seen": D1,
+                          "deleted_at": None}}
+    assert views.documents_info(tmp_path / "absent", ["a"]) == {}
+
+
+def test_embedding_projection_uses_only_cached_vectors(tmp_path):
+    config = Config(data_dir=tmp_path, gold=Path(), chunking=ChunkingConfig(size=50, overlap=10))
+    rng = np.random.default_rng(0)
+    texts = [" ".join(f"w{i}{j}" for j in range(20)) for i in range(9)]
+    with Corpus.in_dir(tmp_path) as corpus:
+        corpus.ingest([doc(f"d{i}", "s", ("x",), texts[i]) for i in range(6)], D1)
+        corpus.ingest([doc(f"d{i}", "s", ("x",), texts[i]) for i in range(6, 9)], D2)
+        key = Embedder(config.embedder).key
+        from pipeline.job import chunk_documents
+
+        chunks = chunk_documents(config, corpus.snapshot(D2))
+        assert len(chunks) == 9  # one chunk per document at this size
+        vectors = rng.normal(size=(len(chunks), 8)).astype(np.float32)
+        corpus.cache_embeddings(key, {text_hash(c.text): v for c, v in zip(chunks[:-1], vectors[:-1])})
+    projection = views.embedding_projection(tmp_path, config, date(2026, 11, 2), date(2026, 11, 3))
+    sides = projection.points.groupby("side").size().to_dict()
+    assert sides == {"reference": 6, "current": 8} and projection.n_missing == 1  # d8 has no cached vector
+    reference = projection.points[projection.points["side"] == "reference"]
+    assert reference["x"].mean() == pytest.approx(0, abs=1e-6)  # centred on the reference
+    first, second = projection.explained
+    assert 0 < second <= first <= 1
+    assert set(projection.points["doc_id"]) == {f"d{i}" for i in range(8)}
+
+
+# --- drift --------------------------------------------------------------------------------------------------
+
+
+def test_drift_series_keep_the_requested_order_and_find_the_reference(tmp_path):
+    rows = [{"run_date": d, "statistic": s, "value": v, "reference_date": D1, "n_reference": 10, "n_current": 10}
+            for d in (D1, D2) for s, v in (("psi_mean", 0.1), ("psi_max", 0.3), ("top1_cosine_dense", 0.6),
+                                           ("top1_cosine_hybrid", 0.5))]
+    drift = stored(tmp_path, store.DRIFT, rows)
+    series = views.drift_series(drift, ["psi_max", "psi_mean"])
+    assert series["statistic"].tolist() == ["psi_max", "psi_max", "psi_mean", "psi_mean"]
+    assert views.top1_statistics(drift) == {"top1_cosine_dense": "dense", "top1_cosine_hybrid": "hybrid"}
+    assert views.reference_date(drift) == date(2026, 11, 2)
+    store.write_reference(tmp_path, date(2026, 11, 1))
+    assert views.reference_date(drift.iloc[0:0], tmp_path) == date(2026, 11, 1)
+
+
+def test_side_by_side_joins_original_and_simulated(tmp_path):
+    original = stored(tmp_path / "a", store.METRICS, [metric(D1, 0.5), metric(D2, 0.6)])
+    simulated = stored(tmp_path / "b", store.METRICS, [metric(D1, 0.5), metric(D2, 0.4)])
+    table = views.side_by_side(views.metric_series(original, "recall", 5), views.metric_series(simulated, "recall", 5),
+                               "pipeline")
+    assert table["change"].tolist() == pytest.approx([0.0, -0.2])
+    alone = views.side_by_side(views.metric_series(original, "recall", 5), None, "pipeline")
+    assert alone["value_original"].tolist() == [0.5, 0.6] and alone["value_simulated"].isna().all()
+
+
+def test_sandbox_lies_outside_the_data_directory(tmp_path):
+    sandbox = views.sandbox_dir(tmp_path / "store")
+    assert tmp_path not in sandbox.parents and sandbox == views.sandbox_dir(tmp_path / "store")
+    assert sandbox != views.sandbox_dir(tmp_path / "other" / "store")
+    assert views.sandbox_info(tmp_path / "nothing", tmp_path / "store") is None
+
+
+def test_sandbox_info_describes_the_scenario(tmp_path):
+    from pipeline.simulate import Scenario, prepare_sandbox
+
+    source = tmp_path / "store"
+    store.replace_date(source, store.RUNS, D1, [run(D1) | {c: "" for c in store.RUNS_COLUMNS if c not in run(D1)}])
+    Corpus.in_dir(source).close()
+    sandbox = tmp_path / "sandbox"
+    prepare_sandbox(source, sandbox, Scenario("delete", date(2026, 11, 2), before=date(2026, 11, 1)))
+    info = views.sandbox_info(sandbox, source)
+    assert info.start == date(2026, 11, 2) and "published before 2026-11-01" in info.description
+    assert views.sandbox_info(sandbox, tmp_path / "another") is None
+
+
+# --- weeks --------------------------------------------------------------------------------------------------
+
+
+def test_iso_weeks():
+    assert views.iso_week(date(2026, 11, 23)) == "2026-W48"
+    assert views.week_bounds("2026-W48") == (date(2026, 11, 23), date(2026, 11, 29))
+    assert views.previous_week("2026-W01") == "2025-W52"  # 2026-W01 starts on Monday 2025-12-29
+    for bad in ("2026-48", "2026-W54", "W48", ""):
+        with pytest.raises(ValueError):
+            views.week_bounds(bad)
+
+
+WEEK = "2026-W47"  # Monday 2026-11-16 to Sunday 2026-11-22; the previous week is 2026-W46
+
+
+def test_weekly_means_against_the_previous_week(tmp_path):
+    metrics = stored(tmp_path, store.METRICS, [
+        metric("2026-11-10", 0.8), metric("2026-11-16", 0.4), metric("2026-11-22", 0.6), metric("2026-11-23", 0.0),
+        metric("2026-11-10", 0.5, name="unjudged"), metric("2026-11-17", 0.4, name="unjudged"),
+        metric("2026-11-17", 0.9, pipeline="new")])
+    weekly = views.weekly_means(metrics, WEEK).set_index(["pipeline", "metric"])
+    recall = weekly.loc[("p", "recall")]
+    assert recall["mean"] == pytest.approx(0.5) and recall["previous"] == 0.8
+    assert recall["change"] == pytest.approx(-0.3) and recall["change_pct"] == pytest.approx(-37.5)
+    assert recall["better"] is False or recall["better"] == False  # noqa: E712 (numpy bool)
+    assert bool(weekly.loc[("p", "unjudged"), "better"])  # unjudged fell: better
+    assert weekly.loc[("new", "recall"), "better"] is None and math.isnan(weekly.loc[("new", "recall"), "previous"])
+    assert views.weeks(stored(tmp_path, store.RUNS, [run("2026-11-10"), run("2026-11-16"), run("2026-11-22")])) == [
+        "2026-W46", "2026-W47"]
+
+
+def test_week_regressions_and_corpus(tmp_path):
+    per_question = stored(tmp_path, store.PER_QUESTION, [
+        question("2026-11-10", "q1", 1.0, 1), question("2026-11-11", "q1", 1.0, 1),
+        question("2026-11-17", "q1", 0.0, 0),
+        question("2026-11-10", "q2", 0.5, 2), question("2026-11-17", "q2", 1.0, 1),
+        question("2026-11-10", "q3", 1.0, 1), question("2026-11-17", "q3", 0.5, 3),
+        question("2026-11-17", "q4", 0.0, 0)])  # q4 has no previous week: no change to rank
+    table = views.week_regressions(per_question, WEEK, 5)
+    assert table["question_id"].tolist() == ["q1", "q3"] and table["change"].tolist() == [-1.0, -0.5]
+    assert views.week_regressions(per_question, WEEK, 5, top=1)["question_id"].tolist() == ["q1"]
+    runs = stored(tmp_path, store.RUNS, [run("2026-11-15", total=100), run("2026-11-16", total=110, new=10),
+                                         run("2026-11-18", total=105, new=5, deleted=10, failed=1)])
+    week = views.week_corpus(runs, WEEK)
+    assert (week.runs, week.docs_new, week.docs_deleted, week.docs_start, week.docs_end) == (2, 15, 10, 100, 105)
+    assert (week.degraded_runs, week.feeds_failed) == (1, 1)
+    assert views.week_corpus(runs, "2026-W46").docs_start is None
