@@ -22,7 +22,7 @@ from typing import Any
 from unittest import mock
 from xml.sax.saxutils import escape
 
-from pipeline import job, store
+from pipeline import drift, job, store
 from pipeline.config import Config, SourceConfig
 from pipeline.corpus import CORPUS_FILE, Corpus, text_hash
 from pipeline.embeddings import Embedder
@@ -239,22 +239,74 @@ class Stage:
     owner: Any
     attr: str
     label: str
-    nested: bool = False  # its time is already inside the stage above it
 
 
-# Names `job.run_day` looks up at call time, so patching them times a stage without touching the code.
+# Names that run_day, and what it calls, look up at call time: patching them times a stage without
+# touching the pipeline. A stage called inside another one is reported under it.
 STAGES = (
     Stage(job, "ingest", "ingest feeds"),
-    Stage(job, "collect", "read + parse feed files (feedparser)", nested=True),
-    Stage(Corpus, "ingest", "store documents (SQLite)", nested=True),
+    Stage(job, "collect", "read + parse feed files (feedparser)"),
+    Stage(Corpus, "ingest", "store documents (SQLite)"),
     Stage(Corpus, "snapshot", "corpus snapshot"),
     Stage(job, "chunk_documents", "chunk"),
-    Stage(job, "embed_cached", "embed chunks + questions (hash, cache)"),
-    Stage(Embedder, "encode", "model encode", nested=True),
+    Stage(job, "embed_cached", "embed (hash, cache, encode)"),
+    Stage(Embedder, "encode", "model encode"),
     Stage(job, "Retriever", "build BM25 + FAISS indexes"),
     Stage(job, "evaluate_pipelines", "evaluate gold questions"),
+    Stage(job, "drift_rows", "drift statistics"),
+    Stage(drift, "embedding_drift", "PSI / KL / KS"),
+    Stage(drift, "evidently_embedding_drift", "Evidently domain classifier"),
+    Stage(job, "evaluate_run_alerts", "alert rules"),
     Stage(store, "replace_date", "write CSV rows"),
 )
+MODEL_ENCODE = "model encode"
+
+
+class StageTree:
+    """Wall seconds per call path of timed stages: ("drift statistics", "chunk") is chunking inside drift."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[tuple[str, ...], float] = {}  # in order of first call
+        self._open: list[str] = []
+
+    def timed(self, fn: Callable, label: str) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            path = (*self._open, label)
+            self.seconds.setdefault(path, 0.0)
+            self._open.append(label)
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds[path] += time.perf_counter() - start
+                self._open.pop()
+        return wrapper
+
+    def rows(self) -> list[tuple[tuple[str, ...], float]]:
+        """Depth first: each stage right after its parent, siblings in order of first call."""
+        first = {path: i for i, path in enumerate(self.seconds)}
+        return sorted(self.seconds.items(), key=lambda row: [first[row[0][:n]] for n in range(1, len(row[0]) + 1)])
+
+    def top_level(self) -> float:
+        return sum(seconds for path, seconds in self.seconds.items() if len(path) == 1)
+
+    def total(self, label: str) -> float:
+        return sum(seconds for path, seconds in self.seconds.items() if path[-1] == label)
+
+
+@contextmanager
+def stage_timers() -> Iterator[StageTree]:
+    """Time every stage while the block runs; a stage whose name is gone is skipped with a note."""
+    tree = StageTree()
+    with ExitStack() as stack:
+        for stage in STAGES:
+            original = getattr(stage.owner, stage.attr, None)
+            if original is None:
+                print(f"  (stage {stage.label!r} not timed: {stage.attr} is gone)")
+                continue
+            stack.enter_context(mock.patch.object(stage.owner, stage.attr, tree.timed(original, stage.label)))
+        yield tree
 
 
 @dataclass
@@ -276,33 +328,8 @@ def clock() -> Iterator[Timing]:
 class TimedRun:
     run: dict
     timing: Timing  # run_day as a whole, gold loading included
-    stages: dict[str, float]
+    stages: StageTree
     metrics: dict[str, float]  # pipeline -> hit@REPORT_K
-
-
-def _timed(fn: Callable, label: str, totals: dict[str, float]) -> Callable:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            totals[label] = totals.get(label, 0.0) + time.perf_counter() - start
-    return wrapper
-
-
-@contextmanager
-def stage_timers() -> Iterator[dict[str, float]]:
-    """Seconds per stage label while the block runs; a stage whose name is gone is skipped."""
-    totals: dict[str, float] = {}
-    with ExitStack() as stack:
-        for stage in STAGES:
-            original = getattr(stage.owner, stage.attr, None)
-            if original is None:
-                print(f"  (stage {stage.label!r} not timed: {stage.attr} is gone)")
-                continue
-            stack.enter_context(mock.patch.object(stage.owner, stage.attr, _timed(original, stage.label, totals)))
-        yield totals
 
 
 def timed_run(config: Config, embedder: Embedder) -> TimedRun:
@@ -312,7 +339,7 @@ def timed_run(config: Config, embedder: Embedder) -> TimedRun:
     hits = {}
     if REPORT_K in config.retrieval.k:
         hits = {p: result.mean(p, "hit", REPORT_K) for p in config.retrieval.pipelines}
-    return TimedRun(result.run, timing, dict(stages), hits)
+    return TimedRun(result.run, timing, stages, hits)
 
 
 def warm_up(embedder: Embedder, batch_size: int) -> float:
@@ -353,14 +380,11 @@ def _share(seconds: float, total: float) -> str:
 def print_stages(title: str, timed: TimedRun) -> None:
     wall = timed.timing.wall
     print(f"{title}: {wall:.2f} s wall, {timed.timing.cpu:.2f} s CPU")
-    top = 0.0
-    for stage in STAGES:
-        if stage.label in timed.stages:
-            seconds = timed.stages[stage.label]
-            top += 0.0 if stage.nested else seconds
-            indent = "      " if stage.nested else "  "
-            print(f"{indent}{stage.label:<{44 - len(indent)}} {_share(seconds, wall)}")
-    print(f"  {'other (gold load, lock, counts)':<42} {_share(wall - top, wall)}", flush=True)
+    for path, seconds in timed.stages.rows():
+        indent = "  " * len(path)
+        print(f"{indent}{path[-1]:<{48 - len(indent)}} {_share(seconds, wall)}")
+    print(f"  {'other (gold load, lock, counts, top-1 cosines)':<46} {_share(wall - timed.stages.top_level(), wall)}",
+          flush=True)
 
 
 def configure_logging() -> None:
@@ -407,8 +431,8 @@ def print_summary(r: Results) -> None:
     print(f"ratio {ratio:.2f} (target >= {RATIO_TARGET}): {verdict(ratio >= RATIO_TARGET)}")
     print(f"  by CPU time: ingest {cpu:.1f} s, raw encode {r.raw.cpu:.1f} s, ratio {cpu_ratio:.2f} "
           f"(steadier when other processes share the CPUs)")
-    in_run = r.first.stages.get("model encode")
-    if in_run is not None:
+    in_run = r.first.stages.total(MODEL_ENCODE)
+    if in_run:
         print(f"  the run's own model encode: {in_run:.1f} s; everything else: {wall - in_run:.1f} s "
               f"({100 * (wall - in_run) / wall:.1f} % of the run)")
     print(f"re-run, nothing new: {r.second.timing.wall:.2f} s = {rerun:.3f} of the first run "
