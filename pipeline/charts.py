@@ -222,11 +222,14 @@ def projection_figure(points: pd.DataFrame, reference: str, current: str,
                       explained: tuple[float, float] = (math.nan, math.nan)) -> go.Figure:
     """Reference and current chunk embeddings on the reference's first two principal components."""
     fig = go.Figure()
-    for side, day, colour in (("reference", reference, REFERENCE_COLOUR), ("current", current, CURRENT_COLOUR)):
+    # The current corpus usually still holds the reference's chunks: draw it first, filled, and the
+    # reference on top as rings, so both stay visible where they coincide.
+    for side, day, colour in (("current", current, CURRENT_COLOUR), ("reference", reference, REFERENCE_COLOUR)):
         rows = points[points["side"] == side]
+        ring = {"symbol": "circle-open", "size": 8, "line": {"width": 1.5}} if side == "reference" else {"size": 6}
         fig.add_trace(go.Scattergl(
             x=rows["x"], y=rows["y"], mode="markers", name=f"{side} ({day}, {len(rows)} chunks)",
-            marker={"color": colour, "size": 6, "opacity": 0.55 if side == "reference" else 0.7},
+            marker={"color": colour, "opacity": 0.8 if side == "reference" else 0.6, **ring},
             text=[hover_text(c) for c in rows["chunk_id"]],
             hovertemplate=f"{side} chunk %{{text}}<br>PC1 %{{x:.4f}}, PC2 %{{y:.4f}}<extra></extra>"))
     axis = lambda i: "PC%d" % (i + 1) + (f" ({explained[i]:.0%} of the reference variance)"  # noqa: E731

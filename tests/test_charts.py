@@ -112,8 +112,9 @@ def test_projection_figure():
                            "y": [0.0, 0.2, 0.3], "chunk_id": ["a#0", "b#0", "<c>#0"], "doc_id": ["a", "b", "<c>"]})
     fig = charts.projection_figure(points, "2026-10-24", "2026-11-22", (0.25, 0.125))
     names = [t.name for t in fig.data]
-    assert names == ["reference (2026-10-24, 2 chunks)", "current (2026-11-22, 1 chunks)"]
-    assert list(fig.data[1].x) == [0.5] and list(fig.data[1].text) == ["&lt;c&gt;#0"]
+    assert names == ["current (2026-11-22, 1 chunks)", "reference (2026-10-24, 2 chunks)"]  # reference on top
+    assert list(fig.data[0].x) == [0.5] and list(fig.data[0].text) == ["&lt;c&gt;#0"]
+    assert fig.data[1].marker.symbol == "circle-open"
     assert fig.layout.xaxis.title.text == "PC1 (25% of the reference variance)"
     assert fig.layout.yaxis.title.text == "PC2 (12% of the reference variance)"
 
