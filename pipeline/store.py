@@ -176,6 +176,15 @@ def replace_date(data_dir: Path, name: str, run_date: date | str, rows: pd.DataF
     _atomic_write(path, lambda f: (f.write(header), f.write(body)))
 
 
+def write_table(data_dir: Path, name: str, rows: pd.DataFrame | Sequence[dict]) -> None:
+    """Replace a whole CSV at once, atomically (bulk imports and benchmarks; the job uses `replace_date`)."""
+    path = Path(data_dir) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame = _frame(rows, name).sort_values(RUN_DATE, kind="stable")
+    body = frame.to_csv(index=False, lineterminator="\n").encode()
+    _atomic_write(path, lambda f: f.write(body))
+
+
 def _read_raw(path: Path) -> pd.DataFrame:
     """The file as strings, exactly as stored (so a rewrite does not reformat numbers)."""
     return pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)

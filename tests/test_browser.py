@@ -37,9 +37,10 @@ START_TIMEOUT = 60  # seconds for the server to answer its health check
 PAGE_TIMEOUT = 120_000  # ms for a page's script run (the Drift page's first run projects embeddings: seconds)
 EXPECT_TIMEOUT = 30_000  # ms for an element to appear once the run is over (plotly.js draws after it)
 
-# Streamlit's DOM (1.67): the app root carries the script and connection state; widgets and keyed containers
-# carry the class st-key-<key>.
+# Streamlit's DOM (1.67): the app root carries the script and connection state; an element whose code is loaded
+# lazily (charts, most widgets) is a stSkeleton placeholder until it mounts; keyed elements carry st-key-<key>.
 APP_IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"][data-test-connection-state="CONNECTED"]'
+PLACEHOLDER = '[data-testid="stSkeleton"]'
 CHART = '[data-testid="stPlotlyChart"]'
 DRAWN_CHART = f"{CHART} .js-plotly-plot"
 EXCEPTION = '[data-testid="stException"]'
@@ -171,8 +172,9 @@ def screenshots(tmp_path_factory) -> Path:
 
 
 def wait_until_idle(tab: Page) -> None:
-    """Until the app is connected and its script run has finished."""
+    """Until the app is connected, its script run has finished and every element has replaced its placeholder."""
     tab.wait_for_selector(APP_IDLE, state="attached")
+    tab.wait_for_function(f"() => document.querySelector('{PLACEHOLDER}') === null")
 
 
 def error_boxes(tab: Page) -> list[tuple[str, bool]]:
@@ -193,24 +195,24 @@ def full_page_screenshot(tab: Page, path: Path) -> None:
 
 
 def check_page(tab: Page, page: RoutedPage) -> None:
-    """The page's title, its main chart (or, for a page whose chart needs an action first, its main controls),
-    every chart drawn, and no exception, error box or JavaScript error."""
-    title = tab.locator("h1").filter(has_text=re.compile(rf"^\s*{re.escape(page.title)}\s*$"))
-    expect(title, f"the title {page.title!r}").to_have_count(1, timeout=EXPECT_TIMEOUT)
-
-    charts = tab.locator(CHART)
-    controls = CONTROLS.get(page.file, ())
-    for key in controls:
-        expect(tab.locator(f".st-key-{key}"), f"the control {key!r}").to_be_visible(timeout=EXPECT_TIMEOUT)
-    if page.has_chart and not controls:
-        expect(charts.first, "the page's main chart").to_be_attached(timeout=EXPECT_TIMEOUT)
-    drawn = tab.locator(DRAWN_CHART)
-    expect(drawn, "every chart element drawn by plotly").to_have_count(charts.count(), timeout=EXPECT_TIMEOUT)
-
+    """No exception or error box, the page's title, its main chart (or, for a page whose chart needs an action
+    first, its main controls) and every chart drawn."""
     expect(tab.locator(EXCEPTION), "an exception shown on the page").to_have_count(0)
     boxes = error_boxes(tab)
     assert [text for text, in_banner in boxes if not in_banner] == [], "an error box outside the alert banner"
     assert [text for text, _ in boxes if ERROR_WORDS.search(text)] == [], "an error box naming an error"
+
+    title = tab.locator("h1").filter(has_text=re.compile(rf"^\s*{re.escape(page.title)}\s*$"))
+    expect(title, f"the title {page.title!r}").to_have_count(1, timeout=EXPECT_TIMEOUT)
+    controls = CONTROLS.get(page.file, ())
+    for key in controls:
+        expect(tab.locator(f".st-key-{key}"), f"the control {key!r}").to_be_visible(timeout=EXPECT_TIMEOUT)
+    charts = tab.locator(CHART)
+    if page.has_chart and not controls:
+        expect(charts.first, "the page's main chart").to_be_attached(timeout=EXPECT_TIMEOUT)
+    expected = charts.count()
+    drawn = tab.locator(DRAWN_CHART)
+    expect(drawn, f"all {expected} chart elements drawn by plotly").to_have_count(expected, timeout=EXPECT_TIMEOUT)
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])

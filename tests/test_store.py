@@ -152,3 +152,11 @@ with store.run_lock({str(tmp_path)!r}):
         child.wait()
     with store.run_lock(tmp_path):  # released when the holder dies
         pass
+
+
+def test_write_table_matches_per_date_writes(tmp_path):
+    rows = metric_rows("2026-11-03", 0.25) + metric_rows("2026-11-02", 1 / 3)
+    store.write_table(tmp_path / "bulk", store.METRICS, rows)
+    for day in ("2026-11-02", "2026-11-03"):
+        store.replace_date(tmp_path / "daily", store.METRICS, day, [r for r in rows if r["run_date"] == day])
+    assert (tmp_path / "bulk" / store.METRICS).read_bytes() == (tmp_path / "daily" / store.METRICS).read_bytes()
