@@ -102,7 +102,10 @@ def _read(directory: str, name: str, stamp: tuple) -> pd.DataFrame:
     return store.read(Path(directory), name)
 
 
-@st.cache_data(max_entries=2, show_spinner="Reading per_question.csv…")
+# cache_resource, not cache_data: cache_data pickles its value in and unpickles a copy on every hit, which
+# for a year of per_question.csv (876,000 rows) costs about as much as parsing it. The frame is shared, so
+# nothing may mutate it: the views are pure functions that build new frames.
+@st.cache_resource(max_entries=2, show_spinner="Reading per_question.csv…")
 def _read_per_question(directory: str, stamp: tuple) -> pd.DataFrame:
     return store.read_per_question(Path(directory))
 
