@@ -300,6 +300,21 @@ def table(frame: pd.DataFrame, key: str, **options) -> None:
         st.dataframe(frame, hide_index=True, **options)
 
 
+ALERT_COLUMNS = {
+    "run_date": st.column_config.DateColumn("run date", format="YYYY-MM-DD"),
+    "value": st.column_config.NumberColumn("value", format="%.4f"),
+    "baseline": st.column_config.TextColumn("baseline"),
+    "change_pct": st.column_config.TextColumn("change %"),
+    "threshold": st.column_config.TextColumn("threshold"),
+    "message": st.column_config.TextColumn("message", width="large"),
+}
+
+
+def alerts_table(frame: pd.DataFrame, key: str) -> None:
+    """Alert rows (alerts.csv columns) formatted alike on every page: dates, rounded values, no "None"."""
+    table(views.alerts_display(frame), key, column_config=ALERT_COLUMNS)
+
+
 def document_table(frame: pd.DataFrame, key: str, extra: dict | None = None) -> None:
     """A views.document_table (titles as text, links as a link column), never rendered as HTML."""
     columns = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _ui as ui
-from pipeline import charts, store, views
+from pipeline import charts, views
 from pipeline.alerts import ONGOING_PREFIX
 
 CORPUS_WIDE = "(corpus)"  # how alerts that concern no single pipeline are offered in the filter
@@ -26,9 +26,4 @@ log = views.filter_alerts(alerts, severities=severities, rules=rules, start=star
 st.plotly_chart(charts.alerts_timeline_figure(views.alert_counts(log)), key="alerts_chart")
 new = (~log[views.MESSAGE].str.startswith(ONGOING_PREFIX)).sum() if len(log) else 0
 st.caption(f"{len(log)} alert rows ({new} new, {len(log) - new} continuing an alert of the previous run).")
-ui.table(log, "alerts_table", column_config={
-    store.RUN_DATE: st.column_config.DateColumn("run date", format="YYYY-MM-DD"),
-    store.VALUE: st.column_config.NumberColumn("value", format="%.4f"),
-    "baseline": st.column_config.NumberColumn("baseline", format="%.4f"),
-    "change_pct": st.column_config.NumberColumn("change %", format="%+.1f"),
-    "message": st.column_config.TextColumn("message", width="large")})
+ui.alerts_table(log, "alerts_table")

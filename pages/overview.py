@@ -30,9 +30,7 @@ open_rows = views.open_alerts(alerts, runs)
 if open_rows.empty:
     st.success("No alert on the latest run.", icon=":material/check_circle:")
 else:
-    ui.table(open_rows.drop(columns=[views.RUN_DATE]), "overview_open_alerts",
-             column_config={"change_pct": st.column_config.NumberColumn("change %", format="%.1f"),
-                            "message": st.column_config.TextColumn("message", width="large")})
+    ui.alerts_table(open_rows.drop(columns=[views.RUN_DATE]), "overview_open_alerts")
 
 st.subheader("Last run")
 last = views.last_run(runs)
@@ -41,8 +39,9 @@ columns[0].metric("Run date", f"{last[views.RUN_DATE]:%Y-%m-%d}", help=f"finishe
 columns[1].metric("Status", str(last["status"]))
 columns[2].metric("Feeds ok / failed", f"{last['feeds_ok']} / {last['feeds_failed']}")
 columns[3].metric("Documents", f"{last[views.DOCS_TOTAL]:,}",
-                  f"+{last['docs_new']} new, {last['docs_updated']} updated, −{last['docs_deleted']} deleted",
-                  delta_color="off")
+                  f"+{last['docs_new']} / ~{last['docs_updated']} / −{last['docs_deleted']}", delta_color="off", delta_arrow="off",
+                  help=f"{last['docs_new']} new, {last['docs_updated']} updated and {last['docs_deleted']} deleted "
+                       "documents in the last run.")
 columns[4].metric("Duration", f"{last['seconds']:.1f} s")
 if str(last[views.EVENTS]).strip():
     st.caption(views.escape_markdown(f"Note: {last[views.EVENTS]}"))

@@ -37,8 +37,7 @@ st.subheader("Alerts fired this week")
 if review.alerts.empty:
     st.success("No alert fired this week.", icon=":material/check_circle:")
 else:
-    ui.table(review.alerts, "weekly_alerts",
-             column_config={"message": st.column_config.TextColumn("message", width="large")})
+    ui.alerts_table(review.alerts, "weekly_alerts")
 
 st.subheader(f"Most regressed questions ({views.metric_label(report.CHART_METRIC, k)}, weekly mean)")
 if review.regressions.empty:
@@ -56,8 +55,9 @@ cards[0].metric("Documents at the end of the week", f"{corpus.docs_end:,}" if co
                 None if corpus.docs_start is None else f"{corpus.docs_end - corpus.docs_start:+,} over the week")
 cards[1].metric("New", f"{corpus.docs_new:,}")
 cards[2].metric("Updated / deleted", f"{corpus.docs_updated:,} / {corpus.docs_deleted:,}")
-cards[3].metric("Failed feed fetches", f"{corpus.feeds_failed}", f"{corpus.degraded_runs} degraded runs",
-                delta_color="off")
+cards[3].metric("Failed feed fetches", f"{corpus.feeds_failed}",
+                f"{corpus.degraded_runs} degraded runs" if corpus.degraded_runs else None,
+                delta_color="off", delta_arrow="off")
 for day, note in zip(review.events[views.RUN_DATE], review.events[views.EVENTS]):
     st.caption(views.escape_markdown(f"{day:%Y-%m-%d}: {note}"))
 

@@ -43,10 +43,30 @@ def _rgba(hex_colour: str, alpha: float) -> str:
 
 def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, **layout) -> go.Figure:
     fig.update_layout(title={"text": hover_text(title)}, template="plotly_white", hovermode="closest",
-                      legend={"orientation": "h", "yanchor": "top", "y": -0.18, "x": 0},
-                      margin={"t": 60, "b": 40, "l": 60, "r": 20}, **layout)
-    fig.update_xaxes(title_text=x_title)
+                      legend={"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0},
+                      margin={"t": 60, "b": 90, "l": 60, "r": 20}, **layout)
+    fig.update_xaxes(title_text=x_title, title_standoff=8, automargin=True)
     fig.update_yaxes(title_text=y_title)
+    return fig
+
+
+DAY_MS = 86_400_000
+SHORT_SPAN_DAYS = 14  # up to this many days, one tick per day
+DATE_TICKS = "%b %d"
+
+
+def date_axis(fig: go.Figure, dates: object = None, *, pad_days: float = 0.5) -> go.Figure:
+    """A daily date x-axis: dates only (no hour ticks), one tick a day on short spans, and the range fitted to
+    `dates` (half a day either side) so labels and event notes do not stretch it past the last run."""
+    fig.update_xaxes(type="date", tickformat=DATE_TICKS, hoverformat="%Y-%m-%d")
+    days = pd.to_datetime(pd.Series(list(dates) if dates is not None else [], dtype=object), errors="coerce").dropna()
+    if days.empty:
+        return fig
+    first, last = days.min().normalize(), days.max().normalize()
+    if (last - first).days <= SHORT_SPAN_DAYS:
+        fig.update_xaxes(dtick=DAY_MS, tick0=first.strftime("%Y-%m-%d"))
+    pad = pd.Timedelta(days=pad_days)
+    fig.update_xaxes(range=[(first - pad).strftime("%Y-%m-%d %H:%M"), (last + pad).strftime("%Y-%m-%d %H:%M")])
     return fig
 
 
@@ -136,6 +156,7 @@ def trend_figure(trend: pd.DataFrame, metric_label: str, points: pd.DataFrame | 
     add_alert_markers(fig, points if points is not None else None)
     add_events(fig, events)
     _layout(fig, f"{metric_label} by pipeline", DATE_AXIS, f"{metric_label} (mean over questions, 0–1)")
+    date_axis(fig, trend["run_date"])
     if trend.empty:
         _empty(fig, "no runs in the chosen range")
     return fig
@@ -161,6 +182,7 @@ def lines_figure(frame: pd.DataFrame, group: str, title: str, y_title: str, *,
     add_alert_markers(fig, points)
     add_events(fig, events)
     _layout(fig, title, DATE_AXIS, y_title)
+    date_axis(fig, frame["run_date"] if len(frame) else None)
     if not names:
         _empty(fig, "no data yet")
     return fig
@@ -177,6 +199,7 @@ def corpus_size_figure(runs: pd.DataFrame) -> go.Figure:
                        "+%{customdata[0]:,} new, %{customdata[1]:,} updated, −%{customdata[2]:,} deleted"
                        "<extra></extra>")))
     _layout(fig, "Corpus size", DATE_AXIS, "documents in the corpus")
+    date_axis(fig, rows["run_date"])
     if rows.empty:
         _empty(fig, "no runs yet")
     return fig
@@ -192,6 +215,7 @@ def heatmap_figure(matrix: pd.DataFrame, metric_label: str, pipeline: str) -> go
                       "<extra></extra>"))
     _layout(fig, f"{metric_label} per question, {pipeline} (largest regression first)", DATE_AXIS, "question",
             height=max(360, min(1600, 16 * len(matrix) + 140)))
+    date_axis(fig, dates)
     fig.update_yaxes(autorange="reversed", type="category")
     if matrix.empty:
         _empty(fig, "no questions for this pipeline and k")
@@ -212,6 +236,7 @@ def rank_figure(history: pd.DataFrame, question_id: str) -> go.Figure:
             hovertemplate=f"{DATE_HOVER}<br>{pipeline}: first relevant document at rank %{{y}}<extra></extra>"))
     _layout(fig, f"Rank of the first relevant document, question {question_id}", DATE_AXIS,
             "rank (1 = top; gap = not retrieved)")
+    date_axis(fig, history["run_date"] if len(history) else None)
     fig.update_yaxes(autorange="reversed", rangemode="tozero")
     if history.empty:
         _empty(fig, "no rows for this question")
@@ -249,9 +274,10 @@ def composition_figure(frame: pd.DataFrame, by: str) -> go.Figure:
         rows = frame[frame[by] == name]
         fig.add_trace(go.Scatter(
             x=rows["run_date"], y=rows["documents"], mode="lines", stackgroup="one", name=hover_text(name),
-            line={"color": colours[name], "width": 1},
+            line={"color": colours[name], "width": 1, "shape": "hv"},
             hovertemplate=f"{DATE_HOVER}<br>{hover_text(name)}: %{{y:,}} documents<extra></extra>"))
     _layout(fig, f"Corpus composition by {by}", DATE_AXIS, "documents present")
+    date_axis(fig, frame["run_date"] if len(frame) else None)
     if not groups:
         _empty(fig, "no corpus yet")
     return fig
@@ -277,6 +303,7 @@ def comparison_figure(frame: pd.DataFrame, group: str, title: str, y_title: str,
     if start is not None:
         add_events(fig, pd.DataFrame({"run_date": [pd.Timestamp(start)], "events": ["scenario starts"]}))
     _layout(fig, title, DATE_AXIS, y_title)
+    date_axis(fig, frame["run_date"] if len(frame) else None)
     if not names:
         _empty(fig, "nothing to compare")
     return fig
@@ -291,6 +318,10 @@ def alerts_timeline_figure(counts: pd.DataFrame) -> go.Figure:
                              marker_color=SEVERITY_COLOURS[severity],
                              hovertemplate=f"{DATE_HOVER}<br>%{{y}} {severity} rows<extra></extra>"))
     _layout(fig, "Alerts per run", DATE_AXIS, "alert rows", barmode="stack")
+    date_axis(fig, counts["run_date"] if len(counts) else None)
+    fig.update_yaxes(tickformat="d", rangemode="tozero")
+    if len(counts) and counts.groupby("run_date")["alerts"].sum().max() <= 5:
+        fig.update_yaxes(dtick=1)
     if counts.empty:
         _empty(fig, "no alerts in the selection")
     return fig

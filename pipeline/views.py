@@ -152,6 +152,25 @@ def open_alerts(alerts: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
             .drop(columns="_order").reset_index(drop=True))
 
 
+def alerts_display(alerts: pd.DataFrame) -> pd.DataFrame:
+    """Alert rows for a table: run_date as a date, values rounded, and the columns that may be empty
+    (pipeline, baseline, change_pct, threshold) as text with "–" for an empty value rather than "None"."""
+    out = alerts.copy()
+    if RUN_DATE in out:
+        out[RUN_DATE] = pd.to_datetime(out[RUN_DATE]).dt.date
+    if VALUE in out:
+        out[VALUE] = pd.to_numeric(out[VALUE], errors="coerce").round(4)
+    formats = {"baseline": "{:.4f}", "threshold": "{:g}", "change_pct": "{:+.1f}"}
+    for column, form in formats.items():
+        if column in out:
+            numbers = pd.to_numeric(out[column], errors="coerce")
+            out[column] = [("–" if pd.isna(x) else form.format(x)) for x in numbers]
+    for column in (PIPELINE, METRIC):
+        if column in out:
+            out[column] = out[column].fillna("").astype(str).replace({"None": "", "nan": ""})
+    return out
+
+
 def filter_alerts(alerts: pd.DataFrame, *, severities: Sequence[str] = (), rules: Sequence[str] = (),
                   pipelines: Sequence[str] = (), start: date | None = None, end: date | None = None) -> pd.DataFrame:
     """The alert log narrowed by each filter that is given (an empty filter keeps everything), newest first."""

@@ -277,7 +277,7 @@ def test_drift_page_draws_the_stored_statistics(history, open_app):
     assert psi["PSI mean over components"]["y"] == drift.query("statistic == 'psi_mean'")["value"].tolist()
     assert sorted(s["y0"] for s in figure(at, "drift_chart")["layout"]["shapes"] if s["y0"] == s["y1"]) == [0.1, 0.2]
     projection = figure(at, "drift_projection_chart")["data"]
-    assert [t["name"].split(" ")[0] for t in projection] == ["reference", "current"]
+    assert [t["name"].split(" ")[0] for t in projection] == ["current", "reference"]  # reference drawn on top
     assert all(len(t["x"]) > 0 for t in projection)
     composition = figure(at, "drift_composition_chart")["data"]
     runs = store.read_runs(history)

@@ -171,3 +171,23 @@ def test_every_figure_has_a_title_axis_labels_and_says_when_it_is_empty(build):
     fig = build()
     assert fig.layout.title.text and fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
     assert len(fig.layout.annotations) >= 1  # the "nothing to show" note
+
+
+def test_daily_axes_show_dates_only_and_fit_the_data():
+    days = pd.to_datetime(["2024-01-01", "2024-01-02", "2024-01-03"])
+    frame = pd.DataFrame({"run_date": days, "g": "a", "value": [1.0, 2.0, 3.0]})
+    events = pd.DataFrame({"run_date": [days[-1]], "events": ["a long note " * 5]})
+    axis = charts.lines_figure(frame, "g", "t", "y", events=events).layout.xaxis
+    assert axis.tickformat == "%b %d" and axis.dtick == charts.DAY_MS
+    assert list(axis.range) == ["2023-12-31 12:00", "2024-01-03 12:00"]
+    year = pd.date_range("2024-01-01", periods=365, freq="D")
+    long = charts.lines_figure(pd.DataFrame({"run_date": year, "g": "a", "value": 1.0}), "g", "t", "y").layout.xaxis
+    assert long.dtick is None and long.range[1] == "2024-12-30 12:00"
+
+
+def test_composition_steps_and_alert_counts_are_integers():
+    days = pd.to_datetime(["2024-01-01", "2024-01-02"])
+    comp = charts.composition_figure(pd.DataFrame({"run_date": days, "source": "s", "documents": [1, 2]}), "source")
+    assert comp.data[0].line.shape == "hv"
+    counts = pd.DataFrame({"run_date": days, "severity": "alert", "alerts": [1, 2]})
+    assert charts.alerts_timeline_figure(counts).layout.yaxis.tickformat == "d"

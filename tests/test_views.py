@@ -456,3 +456,12 @@ def test_week_regressions_and_corpus(tmp_path):
     assert (week.runs, week.docs_new, week.docs_deleted, week.docs_start, week.docs_end) == (2, 15, 10, 100, 105)
     assert (week.degraded_runs, week.feeds_failed) == (1, 1)
     assert views.week_corpus(runs, "2026-W46").docs_start is None
+
+
+def test_alerts_display_has_dates_and_no_none():
+    rows = pd.DataFrame({"run_date": pd.to_datetime(["2024-01-02"]), "rule": ["psi"], "pipeline": [None],
+                         "metric": ["psi_mean"], "value": [0.123456], "baseline": [np.nan], "change_pct": [None],
+                         "threshold": [0.2], "severity": ["warning"], "message": ["m"]})
+    shown = views.alerts_display(rows).iloc[0]
+    assert shown["run_date"] == date(2024, 1, 2) and shown["value"] == 0.1235
+    assert (shown["pipeline"], shown["baseline"], shown["change_pct"], shown["threshold"]) == ("", "–", "–", "0.2")
