@@ -160,16 +160,22 @@ def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: dat
     return rows
 
 
-def evaluate_run_alerts(config: Config, run_date: date, run: dict) -> list[Alert]:
-    """The alert rules over the stored series, with this run's runs.csv row (not yet written) included."""
+def evaluate_run_alerts(config: Config, run_date: date, run: dict) -> tuple[list[Alert], list[Alert]]:
+    """The alert rules over the stored series, with this run's runs.csv row (not yet written) included.
+
+    Returns every alert of the run and those to notify: the new ones, less any that an earlier
+    execution of the same date already recorded (a re-run does not page anyone twice)."""
     data_dir = config.data_dir
     runs = store.read_runs(data_dir)
     today = pd.DataFrame([run]).astype({"run_date": "datetime64[ns]"})
     runs = pd.concat([runs[runs["run_date"] != pd.Timestamp(run_date)], today], ignore_index=True)
-    alerts = store.read(data_dir, store.ALERTS)
-    return evaluate_alerts(run_date, store.read_metrics(data_dir), store.read_per_question(data_dir),
-                           store.read(data_dir, store.DRIFT), runs, config.alerts, config.retrieval.k,
-                           alerts[alerts["run_date"] < pd.Timestamp(run_date)])
+    stored = store.read(data_dir, store.ALERTS)
+    alerts = evaluate_alerts(run_date, store.read_metrics(data_dir), store.read_per_question(data_dir),
+                             store.read(data_dir, store.DRIFT), runs, config.alerts, config.retrieval.k,
+                             stored[stored["run_date"] < pd.Timestamp(run_date)])
+    same_day = stored[stored["run_date"] == pd.Timestamp(run_date)]
+    seen = set(zip(same_day["rule"], same_day["pipeline"].fillna(""), same_day["metric"].fillna("")))
+    return alerts, [a for a in alerts if a.new and a.key not in seen]
 
 
 def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embedder | None = None,
@@ -214,14 +220,14 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         store.replace_date(data_dir, store.PER_QUESTION, run_date, question_rows)
         store.replace_date(data_dir, store.METRICS, run_date, metric_rows)
         store.replace_date(data_dir, store.DRIFT, run_date, drift_table)
-        alerts = evaluate_run_alerts(config, run_date, run)
+        alerts, to_notify = evaluate_run_alerts(config, run_date, run)
         store.replace_date(data_dir, store.ALERTS, run_date, alerts_frame(alerts))
         run["seconds"] = round(time.perf_counter() - t0, 3)
         run["finished_at"] = _now()
         store.replace_date(data_dir, store.RUNS, run_date, [run])
     notified = None
-    if notify and config.alerts.webhook_url and any(a.new for a in alerts):
-        notified = notify_webhook(config.alerts.webhook_url, alerts, timeout=config.alerts.webhook_timeout,
+    if notify and config.alerts.webhook_url and to_notify:
+        notified = notify_webhook(config.alerts.webhook_url, to_notify, timeout=config.alerts.webhook_timeout,
                                   retries=config.alerts.webhook_retries, run_date=run_date)
     return RunResult(run_date, run, metric_rows, question_rows, failed, drift_table, alerts, notified)
 

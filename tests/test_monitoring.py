@@ -72,6 +72,9 @@ def test_an_alert_reaches_the_webhook_and_sets_the_exit_code(tmp_path, e2e_confi
     assert "2 relevant documents of the gold set are missing" in bodies[0]["text"]
     rows = store.read(config.data_dir, store.ALERTS)
     assert len(rows) == 4 and set(rows["severity"]) == {"alert"}
+    # re-running the date rewrites its rows but does not notify them twice
+    again = run_day(config, DAYS[0], embedder=embedder)
+    assert again.notified is None and len(bodies) == 1 and len(again.alerts) == 4
     # the same condition the next day is ongoing: written again, not notified again
     result = run_day(config, DAYS[1], embedder=embedder)
     assert [a.new for a in result.alerts if a.rule == "floor"] == [False] * 3
