@@ -256,7 +256,8 @@ def _demo(args: argparse.Namespace) -> int:
         results = build_demo(base, Path(args.data_dir), days=args.days, drift_day=args.drift_day, progress=progress)
     print(_summary(results[-1]))
     print(f"demo history ({len(results)} runs) written to {Path(args.data_dir).resolve()}")
-    print(f"open it with: DRIFTWATCH_DATA_DIR={args.data_dir} streamlit run app.py")
+    default = args.data_dir == DEMO_DATA_DIR  # the data_dir of the shipped monitor.toml, which the app reads
+    print("open it with: " + ("" if default else f"DRIFTWATCH_DATA_DIR={args.data_dir} ") + "streamlit run app.py")
     return EXIT_OK
 
 
