@@ -226,11 +226,14 @@ class Corpus:
                 out[r[0]] = {"title": r[1], "url": r[2], "source": r[3], "first_seen": r[4], "deleted_at": r[5]}
         return out
 
-    def run_dates(self) -> list[str]:
-        rows = self.db.execute("SELECT DISTINCT valid_from FROM versions UNION "
-                               "SELECT DISTINCT deleted_at FROM documents WHERE deleted_at IS NOT NULL "
-                               "ORDER BY 1").fetchall()
-        return [r[0] for r in rows]
+    def lifetimes(self) -> list[tuple[str, str, str | None, str, str]]:
+        """Every document ever held: (doc_id, first_seen, deleted_at, source, first category or ""), the
+        source and category from its latest version (the dashboard's corpus composition over time)."""
+        return self.db.execute(
+            "SELECT d.doc_id, d.first_seen, d.deleted_at, v.source, "
+            "COALESCE(json_extract(v.categories, '$[0]'), '') FROM documents d JOIN versions v "
+            "ON v.doc_id = d.doc_id AND v.valid_from = "
+            "(SELECT MAX(valid_from) FROM versions WHERE doc_id = d.doc_id) ORDER BY d.doc_id").fetchall()
 
     # -- embedding cache -------------------------------------------------------------------
 

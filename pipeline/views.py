@@ -8,7 +8,6 @@ import json
 import math
 import os
 import re
-import sqlite3
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -463,26 +462,14 @@ def reference_date(drift: pd.DataFrame, data_dir: Path | None = None) -> date | 
     return store.read_reference(data_dir) if data_dir is not None else None
 
 
-_DOCUMENTS_SQL = """
-SELECT d.doc_id, d.first_seen, d.deleted_at, v.source, COALESCE(json_extract(v.categories, '$[0]'), '')
-FROM documents d JOIN versions v ON v.doc_id = d.doc_id
- AND v.valid_from = (SELECT MAX(valid_from) FROM versions WHERE doc_id = d.doc_id)
-"""
-
-
 def corpus_documents(data_dir: Path) -> pd.DataFrame:
     """Every document the corpus ever held: doc_id, first_seen, deleted_at (NaT while present), source and
     category (its first; "(none)" without one), from its latest version. Empty without a corpus."""
     columns = ["doc_id", "first_seen", "deleted_at", "source", "category"]
-    path = Path(data_dir) / CORPUS_FILE
-    if not path.exists():
-        rows: list = []
-    else:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)  # Corpus has no reader for the whole table
-        try:
-            rows = db.execute(_DOCUMENTS_SQL).fetchall()
-        finally:
-            db.close()
+    rows: list = []
+    if (Path(data_dir) / CORPUS_FILE).exists():
+        with Corpus.in_dir(data_dir, readonly=True) as corpus:
+            rows = corpus.lifetimes()
     frame = pd.DataFrame(rows, columns=columns)
     frame["first_seen"] = pd.to_datetime(frame["first_seen"], format="%Y-%m-%d")
     frame["deleted_at"] = pd.to_datetime(frame["deleted_at"], format="%Y-%m-%d")

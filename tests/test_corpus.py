@@ -74,3 +74,12 @@ def test_http_validators_persist(tmp_path):
                                "2026-11-02T08:00:00+00:00")
     with Corpus(tmp_path / "c.sqlite", readonly=True) as corpus:
         assert corpus.http_cache() == {"https://x.org/f": HttpCacheEntry('"etag-1"', "Mon, 02 Nov 2026 08:00:00 GMT")}
+
+
+def test_lifetimes_list_every_document_ever_held(tmp_path):
+    with Corpus(tmp_path / "c.sqlite") as corpus:
+        corpus.ingest([doc("a"), doc("b")], "2026-11-02")
+        corpus.ingest([doc("a", "changed"), doc("b")], "2026-11-03")
+        corpus.delete(["b"], "2026-11-04", reason="test")
+        assert corpus.lifetimes() == [("a", "2026-11-02", None, "feed", "news"),
+                                      ("b", "2026-11-02", "2026-11-04", "feed", "news")]
