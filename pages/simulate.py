@@ -3,7 +3,6 @@ side by side. The production history is only read; the sandbox can be discarded.
 
 from __future__ import annotations
 
-import shutil
 
 import streamlit as st
 
@@ -12,7 +11,7 @@ from pipeline import charts, store, views
 from pipeline.demo import pack_articles
 from pipeline.drift import EVIDENTLY_SCORE, PSI_MEAN
 from pipeline.embeddings import EmbedderError
-from pipeline.simulate import SANDBOX_FILE, SCENARIOS, Scenario, SimulationError, simulate
+from pipeline.simulate import SCENARIOS, Scenario, SimulationError, discard_sandbox, simulate
 
 SCENARIO_HELP = {"offtopic": "inject off-topic (sports) documents", "near-duplicates":
                  "inject near-duplicates of the gold answers", "delete": "delete documents",
@@ -97,6 +96,5 @@ ui.table(views.between(table, start), "sim_table",
          column_config={c: st.column_config.NumberColumn(c, format="%.4f")
                         for c in ("value_original", "value_simulated", "change")})
 if st.button("Discard the sandbox", key="sim_discard", icon=":material/delete:"):
-    if (sandbox / SANDBOX_FILE).is_file():  # only ever delete a folder a simulation made
-        shutil.rmtree(sandbox)
+    discard_sandbox(sandbox)
     st.rerun()

@@ -112,7 +112,7 @@ def evaluate_pipelines(config: Config, retriever: Retriever, gold: Sequence[Gold
     return metric_rows, question_rows
 
 
-def _top1_cosines(config: Config, retriever: Retriever, rankings: dict[str, list[Ranking]],
+def _top1_cosines(retriever: Retriever, rankings: dict[str, list[Ranking]],
                   query_vectors: np.ndarray, chunk_vectors: np.ndarray) -> list[tuple[str, float]]:
     """Mean cosine between each question and the best chunk of its top-1 document, per pipeline that uses
     dense retrieval (for `dense` it is the top-1 score itself)."""
@@ -202,7 +202,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         rankings: dict[str, list[Ranking]] = {}
         metric_rows, question_rows = evaluate_pipelines(config, retriever, gold, queries.vectors, present, run_date,
                                                         rankings)
-        top1 = _top1_cosines(config, retriever, rankings, queries.vectors, embedded.vectors)
+        top1 = _top1_cosines(retriever, rankings, queries.vectors, embedded.vectors)
         drift_table = drift_rows(config, corpus, embedder, run_date, embedded.vectors, top1)
         counts = corpus.counts(run_date)
         fetched = [o for o in outcomes if not o.replayed]

@@ -102,10 +102,8 @@ def prepare_sandbox(source: Path, sandbox: Path, scenario: Scenario) -> None:
         raise SimulationError(f"{source}: no history to simulate on (no runs.csv / corpus.sqlite)")
     if sandbox == source or source in sandbox.parents or sandbox in source.parents:
         raise SimulationError(f"--out {sandbox} must be outside the source directory {source}")
-    if sandbox.exists() and any(sandbox.iterdir()):
-        if not (sandbox / SANDBOX_FILE).exists():
-            raise SimulationError(f"--out {sandbox} is not empty and not an earlier sandbox; choose another folder")
-        shutil.rmtree(sandbox)
+    if sandbox.exists() and any(sandbox.iterdir()) and not discard_sandbox(sandbox):
+        raise SimulationError(f"--out {sandbox} is not empty and not an earlier sandbox; choose another folder")
     sandbox.mkdir(parents=True, exist_ok=True)
     with _read_lock(source):
         for name in (*store.SCHEMAS, store.REFERENCE_FILE):  # the drift reference too, or it would reset
@@ -121,6 +119,15 @@ def prepare_sandbox(source: Path, sandbox: Path, scenario: Scenario) -> None:
             dst.close()
     meta = {"source": str(source), "scenario": dataclasses.asdict(scenario), "created": datetime.now().isoformat()}
     (sandbox / SANDBOX_FILE).write_text(json.dumps(meta, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def discard_sandbox(sandbox: Path) -> bool:
+    """Delete a sandbox; only a folder a simulation made (it holds sandbox.json) is ever deleted."""
+    sandbox = Path(sandbox)
+    if not (sandbox / SANDBOX_FILE).is_file():
+        return False
+    shutil.rmtree(sandbox)
+    return True
 
 
 def source_config(source: Path, fallback: Config | None) -> Config:

@@ -11,10 +11,10 @@ import pytest
 
 from pipeline import store
 from pipeline.config import Config, RetrievalConfig
-from pipeline.demo import (FEEDS_DIR, FIRST_RUN_DAY, GOLD_FILE, MAX_RUNS, N_DAYS, base_articles, build_demo,
+from pipeline.demo import (FEEDS_DIR, FIRST_RUN_DAY, GOLD_FILE, N_DAYS, base_articles, build_demo,
                            daily_feeds, demo_date, pack_articles)
 from pipeline.gold import load_gold
-from pipeline.simulate import Scenario, SimulationError, compare, simulate
+from pipeline.simulate import Scenario, SimulationError, compare, discard_sandbox, simulate
 
 FEED_FILES = sorted(FEEDS_DIR.glob("*/*.xml"))
 
@@ -81,7 +81,6 @@ def test_short_demo_writes_the_series(demo_store):
     for pipeline in ("bm25", "dense", "hybrid"):
         assert 0.3 < results[0].mean(pipeline, "recall", 5) < 1.0
     assert (data_dir / "demo.toml").exists()
-    assert MAX_RUNS == 30
 
 
 def test_simulations_leave_the_source_untouched_and_move_the_metrics(demo_store, tmp_path):
@@ -113,3 +112,6 @@ def test_simulations_leave_the_source_untouched_and_move_the_metrics(demo_store,
     with pytest.raises(SimulationError, match="not empty and not an earlier sandbox"):
         simulate(config, Scenario("offtopic", day, n=5), data_dir, tmp_path / "mine")
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+    assert not discard_sandbox(tmp_path / "mine") and (tmp_path / "mine" / "notes.txt").exists()
+    assert discard_sandbox(dup.sandbox) and not dup.sandbox.exists()
+    assert tree_hash(data_dir) == before

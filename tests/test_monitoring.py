@@ -3,7 +3,6 @@ webhook delivery to a receiver on localhost, --fail-on-alert and rebaseline."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess

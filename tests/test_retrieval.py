@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pipeline.chunking import Chunk
-from pipeline.config import Bm25Config, Config, RerankConfig, RetrievalConfig
+from pipeline.config import Config, RerankConfig, RetrievalConfig
 from pipeline.embeddings import normalize
 from pipeline.retrieval import Bm25Index, Ranking, Reranker, Retriever, rrf, tokenize
 

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import math
-import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from pipeline import store
