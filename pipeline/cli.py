@@ -9,25 +9,17 @@ import sys
 from collections.abc import Sequence
 from datetime import date
 
-from pipeline.config import ConfigError, load_config
-from pipeline.corpus import CorpusError
-from pipeline.embeddings import EmbedderError
-from pipeline.gate import GateError
-from pipeline.gold import GoldError
-from pipeline.sources import FeedError
-from pipeline.demo import DemoError
-from pipeline.drift import DriftError
-from pipeline.report import ReportError
-from pipeline.simulate import SCENARIOS, SimulationError
-from pipeline.store import LockError, StoreSchemaError
+from pipeline.config import load_config
+from pipeline.errors import DriftwatchError
+from pipeline.simulate import SCENARIOS
+from pipeline.store import LockError
 
 EXIT_OK = 0
 EXIT_ALERT = 1
 EXIT_BAD_INPUT = 2
 EXIT_LOCKED = 3
 
-_BAD_INPUT = (ConfigError, GoldError, FeedError, StoreSchemaError, CorpusError, EmbedderError, DemoError,
-              SimulationError, GateError, DriftError, ReportError)
+_BAD_INPUT = (DriftwatchError,)  # every domain error: one message, exit 2
 DEMO_DATA_DIR = "data/demo-store"
 
 log = logging.getLogger("pipeline")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pipeline.errors import DriftwatchError
+
 import dataclasses
 import hashlib
 import json
@@ -32,7 +34,7 @@ STOPWORDS = ("en", "none")
 METRIC_NAMES = tuple(MEAN_NAMES.values())  # the averaged metrics' names in metrics.csv
 
 
-class ConfigError(Exception):
+class ConfigError(DriftwatchError):
     """A configuration file that cannot be used; the message names the file and the key."""
 
 

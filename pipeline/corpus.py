@@ -3,6 +3,8 @@ the embedding cache and the HTTP validators of the feeds."""
 
 from __future__ import annotations
 
+from pipeline.errors import DriftwatchError
+
 import hashlib
 import json
 import sqlite3
@@ -65,7 +67,7 @@ ORDER BY d.doc_id
 """
 
 
-class CorpusError(Exception):
+class CorpusError(DriftwatchError):
     """A corpus file that cannot be used (wrong schema version, unreadable)."""
 
 

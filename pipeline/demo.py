@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pipeline.errors import DriftwatchError
+
 import json
 import shutil
 from collections.abc import Callable, Iterable, Sequence
@@ -179,7 +181,7 @@ def demo_sources() -> tuple[SourceConfig, ...]:
     return tuple(SourceConfig(name=o.slug, path=FEEDS_DIR / o.slug) for o in OUTLETS if (FEEDS_DIR / o.slug).is_dir())
 
 
-class DemoError(Exception):
+class DemoError(DriftwatchError):
     """The demo cannot be built where asked (a directory holding other history)."""
 
 

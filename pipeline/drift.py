@@ -3,6 +3,8 @@ components, Evidently's domain-classifier test, the dense top-1 cosine, and the 
 
 from __future__ import annotations
 
+from pipeline.errors import DriftwatchError
+
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -23,7 +25,7 @@ SMALL_SAMPLE_PSI = 0.1  # psi_expected at or above this: the 0.1 / 0.2 PSI thres
 QUERY_PREFIX = "query_"  # statistic-name prefix for the query-log drift rows
 
 
-class DriftError(Exception):
+class DriftError(DriftwatchError):
     """Samples or a query log that drift cannot be measured on; the message says which and why."""
 
 

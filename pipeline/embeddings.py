@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pipeline.errors import DriftwatchError
+
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,7 +20,7 @@ log = logging.getLogger(__name__)
 _BUNDLED_NAMES = {DEFAULT_MODEL, "all-MiniLM-L6-v2"}
 
 
-class EmbedderError(Exception):
+class EmbedderError(DriftwatchError):
     """A model that cannot be loaded; the message names it and says where it was looked for."""
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pipeline.errors import DriftwatchError
+
 import json
 import math
 import tempfile
@@ -20,7 +22,7 @@ REPORT_VERSION = 1
 GATED = ("hit", "recall", "precision", "mrr", "ndcg")  # higher is better; unjudged is reported, not gated
 
 
-class GateError(Exception):
+class GateError(DriftwatchError):
     """A baseline report that cannot be compared (unreadable, other k, other gold set)."""
 
 

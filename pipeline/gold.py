@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pipeline.errors import DriftwatchError
+
 import json
 import logging
 from collections.abc import Iterable, Mapping
@@ -13,7 +15,7 @@ log = logging.getLogger(__name__)
 KEYS = ("id", "question", "relevant", "tags")
 
 
-class GoldError(Exception):
+class GoldError(DriftwatchError):
     """A gold set that cannot be used; the message names the file and line."""
 
 

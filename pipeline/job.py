@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from pipeline import drift, store
-from pipeline.alerts import Alert, alerts_frame, evaluate_alerts, notify_webhook
+from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
+from pipeline.notify import notify_webhook
 from pipeline.chunking import Chunk, chunk_document
 from pipeline.config import Config
 from pipeline.corpus import Corpus, StoredDocument

@@ -3,6 +3,8 @@ corpus changes, as one self-contained HTML page (the dashboard's download and `p
 
 from __future__ import annotations
 
+from pipeline.errors import DriftwatchError
+
 import html
 import math
 from dataclasses import dataclass
@@ -20,7 +22,7 @@ CHART_METRIC = "recall"
 TOP_QUESTIONS = 10
 
 
-class ReportError(ValueError):
+class ReportError(DriftwatchError, ValueError):
     """A week the review cannot be made for (malformed, or without runs); the message lists the valid weeks."""
 
 

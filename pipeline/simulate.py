@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pipeline.errors import DriftwatchError
+
 import dataclasses
 import fcntl
 import json
@@ -28,7 +30,7 @@ SCENARIOS = ("offtopic", "near-duplicates", "delete", "embedder")
 SANDBOX_FILE = "sandbox.json"
 
 
-class SimulationError(Exception):
+class SimulationError(DriftwatchError):
     """A scenario that cannot run as asked; the message says which option is wrong."""
 
 

@@ -3,6 +3,8 @@ and parse them into plain-text Documents."""
 
 from __future__ import annotations
 
+from pipeline.errors import DriftwatchError
+
 import calendar
 import codecs
 import dataclasses
@@ -43,7 +45,7 @@ _DATED_NAME = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:-.+)?\.(?i:" + "|".join(FEE
 _READ_CHUNK = 64 * 1024
 
 
-class FeedError(Exception):
+class FeedError(DriftwatchError):
     """A feed could not be fetched or parsed; the message names its URL or file."""
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pipeline.errors import DriftwatchError
+
 import fcntl
 import io
 import json
@@ -19,6 +21,8 @@ PER_QUESTION = "per_question.csv"
 DRIFT = "drift.csv"
 ALERTS = "alerts.csv"
 LOCK_FILE = "driftwatch.lock"
+# Longest document or question id accepted (characters): ids land in every CSV row and in messages.
+MAX_ID_LENGTH = 512
 REFERENCE_FILE = "reference.json"  # the pinned reference date of the drift statistics
 
 # Column names that readers select on (the tuples below are the files' full contracts).
@@ -66,7 +70,7 @@ STATUS_DEGRADED = "degraded"  # some feeds failed
 STATUS_NO_FEEDS = "no_feeds"  # every feed failed: evaluated on the corpus as it was
 
 
-class StoreSchemaError(Exception):
+class StoreSchemaError(DriftwatchError):
     """A CSV whose header is not the contract's; the message names the file and the columns."""
 
 

@@ -20,9 +20,9 @@ from scipy import stats
 from pipeline import store
 from pipeline.alerts import (
     ALERT, DROP, FEEDS_FAILED, FLOOR, GOLD_MISSING, MIN_BASELINE, ONGOING_PREFIX, PSI, SIGMA, WARNING, Alert,
-    alerts_frame, evaluate_alerts, has_alerts, notify_webhook, paired_randomisation_test, question_differences,
-    summary_text,
+    alerts_frame, evaluate_alerts, has_alerts, paired_randomisation_test, question_differences,
 )
+from pipeline.notify import notify_webhook, summary_text
 from pipeline.config import CRITICALITY, AlertsConfig
 
 START = date(2026, 3, 1)
