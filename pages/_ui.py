@@ -158,6 +158,10 @@ def metrics(directory: Path | None = None) -> pd.DataFrame:
     return read(store.METRICS, directory)
 
 
+def per_question(directory: Path | None = None) -> pd.DataFrame:
+    return read(store.PER_QUESTION, directory)
+
+
 def drift(directory: Path | None = None) -> pd.DataFrame:
     return read(store.DRIFT, directory)
 

@@ -6,7 +6,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from pipeline import charts, views
-from pipeline.alerts import ONGOING_PREFIX
+from pipeline.alerts import is_new
 
 CORPUS_WIDE = "(corpus)"  # how alerts that concern no single pipeline are offered in the filter
 
@@ -24,6 +24,6 @@ log = views.filter_alerts(alerts, severities=severities, rules=rules, start=star
                           pipelines=["" if p == CORPUS_WIDE else p for p in pipelines])
 
 st.plotly_chart(charts.alerts_timeline_figure(views.alert_counts(log)), key="alerts_chart")
-new = (~log[views.MESSAGE].str.startswith(ONGOING_PREFIX)).sum() if len(log) else 0
+new = int(is_new(log).sum()) if len(log) else 0
 st.caption(f"{len(log)} alert rows ({new} new, {len(log) - new} continuing an alert of the previous run).")
 ui.alerts_table(log, "alerts_table")

@@ -1,6 +1,6 @@
-"""Drift: embedding-drift statistics of the corpus against its reference snapshot (PSI, KL, KS, Evidently), the
-unjudged share of the results, the question-top1 cosine, a 2-D projection of reference and current embeddings, and
-the corpus composition over time."""
+"""Drift: the verdict of the latest run's drift statistics (what entered in the current window against the
+reference window, each statistic with its null), the statistics over time beside their nulls, the top-1 cosine,
+the unjudged share, a projection of reference and current embeddings, and the corpus composition."""
 
 from __future__ import annotations
 
@@ -12,61 +12,51 @@ from pipeline import charts, drift as stats, views
 ui.page_frame()
 st.title("Drift")
 config, drift, metrics, alerts, runs = ui.config(), ui.drift(), ui.metrics(), ui.alerts(), ui.runs()
-rules = config.alerts
-reference = views.reference_date(drift, ui.data_dir())
 events = views.run_events(runs)
-st.caption(f"Reference snapshot: {reference or 'none yet'} (pinned by the first run, moved by "
-           "`python -m pipeline rebaseline`). Each statistic compares the corpus's chunk embeddings on the run date "
-           "with the reference's, on the reference's principal components.")
-
-psi = views.drift_series(drift, [stats.PSI_MEAN.name, stats.PSI_MAX.name, stats.PSI_EXPECTED.name])
-st.plotly_chart(charts.lines_figure(
-    psi, views.STATISTIC, "Population stability index (PSI) against the reference", "PSI (unitless, ≥ 0)",
-    levels=[(rules.psi_warning, "warning"), (rules.psi_alert, "alert")], events=events,
-    points=views.alert_points(alerts, stats.PSI_MEAN.name),
-    labels={stats.PSI_MEAN.name: "PSI mean over components", stats.PSI_MAX.name: "PSI max over components",
-            stats.PSI_EXPECTED.name: "PSI expected with no drift"}), key="drift_chart")
-st.caption("psi_expected is the PSI two samples of one distribution give at these sample sizes: a mean PSI near "
-           "it is noise, not drift.")
+days = views.run_dates(runs)
+chosen = st.selectbox("Run", days, index=len(days) - 1, key="drift_run") if days else None
+window = views.drift_window(drift, chosen)
+if window:
+    st.caption(f"Chunks new from {window['current_start']} to {window['run_date']} ({window['n_current']}) against those "
+               f"new from {window['reference_start']} to {window['reference_end']} ({window['n_reference']}), the "
+               "reference window (rolling, or pinned by `python -m pipeline rebaseline`). Drifted: significant after "
+               "Holm's correction over the statistics AND at or above its effect line; the null is what the statistic "
+               "reads when nothing changed, at these sample sizes.")
+verdicts = views.drift_verdicts(drift, chosen)
+ui.table(verdicts, "drift_verdicts", column_config={
+    "value": st.column_config.NumberColumn(format="%.3f"), "null 95%": st.column_config.NumberColumn(format="%.3f"),
+    "effect line": st.column_config.NumberColumn(format="%.2f"), "p (Holm)": st.column_config.NumberColumn(format="%.3g"),
+    "what is new": st.column_config.TextColumn(width="large")})
 
 left, right = st.columns(2)
-with left:
-    st.plotly_chart(charts.lines_figure(
-        views.drift_series(drift, [stats.KL_MEAN.name, stats.KL_MAX.name]), views.STATISTIC,
-        "KL divergence (current ‖ reference)", "KL (nats)", levels=[(stats.KL_MEAN.threshold, "threshold")],
-        events=events, labels={stats.KL_MEAN.name: "KL mean over components",
-                               stats.KL_MAX.name: "KL max over components"}), key="drift_kl_chart")
-    st.plotly_chart(charts.lines_figure(
-        views.drift_series(drift, [stats.EVIDENTLY_SCORE.name, stats.EVIDENTLY_DRIFTED.name]), views.STATISTIC,
-        "Evidently domain classifier", "ROC AUC (0.5 = no drift); drifted 0/1",
-        levels=[(stats.EVIDENTLY_SCORE.threshold, "AUC threshold")], events=events,
-        labels={stats.EVIDENTLY_SCORE.name: "classifier ROC AUC",
-                stats.EVIDENTLY_DRIFTED.name: "drifted (bootstrap test)"}),
-        key="drift_evidently_chart")
-with right:
-    st.plotly_chart(charts.lines_figure(
-        views.drift_series(drift, [stats.KS_MAX.name, stats.KS_MIN_P.name]), views.STATISTIC,
-        "Kolmogorov–Smirnov", "KS statistic D; Bonferroni p-value (0–1)",
-        levels=[(stats.KS_MIN_P.threshold, "significance")], events=events,
-        labels={stats.KS_MAX.name: "largest KS statistic D", stats.KS_MIN_P.name: "smallest p-value (Bonferroni)"}),
-        key="drift_ks_chart")
-    cosines = views.top1_statistics(drift)
-    st.plotly_chart(charts.lines_figure(
-        views.drift_series(drift, list(cosines)), views.STATISTIC, "Mean cosine of each question to its top-1 chunk",
-        "cosine similarity (−1 to 1)", events=events, labels=cosines), key="drift_top1_chart")
+for column, statistic, title, unit in (
+        (left, stats.PSI_MEAN.name, "PSI, mean over the principal components", "PSI (unitless, ≥ 0)"),
+        (right, stats.CLASSIFIER.name, "Domain classifier (kNN, balanced accuracy)", "accuracy (0.5 = no drift)"),
+        (left, stats.NOVELTY.name, "Share of new chunks unlike any in the reference", "share of new chunks (0–1)"),
+        (right, stats.NEW_CATEGORIES.name, "Share of new chunks in categories the reference lacks",
+         "share of new chunks (0–1)")):
+    with column:
+        st.plotly_chart(charts.lines_figure(views.drift_against_null(drift, statistic), views.STATISTIC, title, unit,
+                                            events=events), key=f"drift_chart_{statistic}")
+
+cosines = views.top1_statistics(drift)
+st.plotly_chart(charts.lines_figure(
+    views.drift_series(drift, list(cosines)), views.STATISTIC, "Mean cosine of each question to its top-1 chunk",
+    "cosine similarity (−1 to 1)", events=events, labels=cosines), key="drift_top1_chart")
 
 ks = sorted(int(k) for k in metrics[views.K].unique())
-k = st.selectbox("Cutoff k for unjudged", ks, index=ks.index(views.default_k(ks)), key="drift_k")
-st.plotly_chart(charts.lines_figure(
-    views.metric_series(metrics, "unjudged", k), views.PIPELINE, f"Unjudged share of the top {k}",
-    f"unjudged@{k} (share of the top {k} the gold set does not judge, 0–1)", events=events,
-    points=views.alert_points(alerts, views.series_name("unjudged", k))), key="drift_unjudged_chart")
+if ks:
+    k = st.selectbox("Cutoff k for unjudged", ks, index=ks.index(views.default_k(ks)), key="drift_k")
+    st.plotly_chart(charts.lines_figure(
+        views.metric_series(metrics, "unjudged", k), views.PIPELINE, f"Unjudged share of the top {k}",
+        f"unjudged@{k} (share of the top {k} the gold set does not judge, 0–1)", events=events,
+        points=views.alert_points(alerts, views.series_name("unjudged", k))), key="drift_unjudged_chart")
 
 st.subheader("Reference and current embeddings")
-days = views.run_dates(runs)
-current = st.selectbox("Current date", days, index=len(days) - 1, key="drift_current")
-if reference is None:
-    st.info("No reference snapshot yet.", icon=":material/info:")
+reference = views.reference_date(drift, ui.data_dir())
+current = st.selectbox("Current date", days, index=len(days) - 1, key="drift_current") if days else None
+if reference is None or current is None:
+    st.info("No reference yet.", icon=":material/info:")
 else:
     projection = ui.projection(reference, current)
     st.plotly_chart(charts.projection_figure(projection.points, str(reference), str(current), projection.explained),

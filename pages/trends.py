@@ -1,5 +1,5 @@
-"""Trends: chosen metrics over time for several pipelines, with the trailing mean, the drop threshold, the sigma
-band, alert markers and run events."""
+"""Trends: chosen metrics over time for several pipelines, with what the rules test them against (drop baseline
+and edge, slow-drift edge, floor), alert markers and run events."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pipeline import charts, views
 ui.page_frame()
 st.title("Trends")
 config, metrics, alerts, runs = ui.config(), ui.metrics(), ui.alerts(), ui.runs()
+per_question = ui.per_question()
 rules = config.alerts
 
 names = views.values_of(metrics, views.METRIC)
@@ -24,16 +25,17 @@ k = right.selectbox("Cutoff k", ks, index=ks.index(views.default_k(ks)), key="tr
 start, end = ui.date_range("Date range", views.run_dates(runs), key="trends_dates")
 
 events = views.between(views.run_events(runs), start, end)
-st.caption(f"Dotted: mean of the previous {rules.window} runs; shaded: ±{rules.sigma:g} standard deviations around "
-           f"it (once {rules.window} runs are in); dashed: the drop threshold; markers: alerts that fired on the "
-           "series; vertical lines: run notes.")
+st.caption(f"Watched series only: dotted, the mean of the {rules.window} runs before each run (the drop rule's "
+           "baseline); shaded out to the dashed edge, the values a run must pass for the drop rule to fire (the "
+           "practical threshold and the per-question noise, at Holm's first step over the watched series); "
+           "dash-dot: the edge the slow-drift rule's moving mean must pass against the reference period. "
+           "Markers: alerts that fired; vertical lines: run notes.")
 if not chosen or not shown:
     st.info("Pick at least one metric and one pipeline.", icon=":material/info:")
 for metric in chosen:
     name = views.series_name(metric, k)
-    trend = views.trend(metrics, metric, k, shown, rules, ks, start, end)
+    trend = views.trend(metrics, per_question, metric, k, shown, rules, ks, start, end)
     points = views.between(views.alert_points(alerts, name, shown), start, end)
-    figure = charts.trend_figure(trend, views.metric_label(metric, k), points, events, window=rules.window,
-                                 sigma=rules.sigma,
+    figure = charts.trend_figure(trend, views.metric_label(metric, k), points, events,
                                  threshold_note=views.threshold_note(metric, k, rules))
     st.plotly_chart(figure, key=f"trends_chart_{metric}")

@@ -1,71 +1,52 @@
-"""Alert rules over the stored series (drop, sigma band, floor, PSI, missing gold, failed feeds), the
-alert records written to alerts.csv, and the Slack-compatible webhook notifier."""
+"""Alert rules over the stored series and the alert records written to alerts.csv.
+
+Retrieval: `drop` (the last runs against the window before them) and `slow_drift` (a moving mean against
+the reference period), each needing a practically large change AND a paired per-question test significant
+after Holm's correction over the watched series; `floor` (a configured limit). Corpus: `drift` (the verdicts
+of drift.csv), `deleted` (a run that removes a large share of the corpus), `config_change` (the embedder
+or the settings changed), `gold_missing` and `feeds_failed`. Notification lives in `notify.py`."""
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
-from typing import Literal
 
-import numpy as np
 import pandas as pd
 
-from pipeline import store
-from pipeline.config import CRITICALITY, AlertsConfig
-from pipeline.metrics import MEAN_NAMES
-
-log = logging.getLogger(__name__)
+from pipeline import series, store
+from pipeline.config import AlertsConfig, DriftConfig
+from pipeline.metrics import parse_series
 
 # Rule names, as written to alerts.csv's `rule` column.
 DROP = "drop"
-SIGMA = "sigma"
+SLOW_DRIFT = "slow_drift"
 FLOOR = "floor"
-PSI = "psi"
+DRIFT = "drift"
+DELETED = "deleted"
+CONFIG_CHANGE = "config_change"
 GOLD_MISSING = "gold_missing"
 FEEDS_FAILED = "feeds_failed"
-RULES = (DROP, SIGMA, FLOOR, PSI, GOLD_MISSING, FEEDS_FAILED)
+RULES = (DROP, SLOW_DRIFT, FLOOR, DRIFT, DELETED, CONFIG_CHANGE, GOLD_MISSING, FEEDS_FAILED)
 
 ALERT = "alert"
 WARNING = "warning"
 _SEVERITY_RANK = {WARNING: 0, ALERT: 1}
 
-# The harmful direction of a metric: a fall for the relevance metrics, a rise for unjudged@k.
-Direction = Literal["fall", "rise"]
-FALL: Direction = "fall"
-RISE: Direction = "rise"
-LOWER_IS_BETTER = frozenset({"unjudged"})
-
-# metrics.csv names -> per_question.csv columns (they differ only for mrr / rr).
-PER_QUESTION_COLUMN = {mean: column for column, mean in MEAN_NAMES.items()}
-
-# The drop rule needs this many earlier runs (or the whole window, if smaller): a mean of one or two
-# runs is a noisy baseline. The sigma rule waits for the full window.
-MIN_BASELINE = 3
-SIGNIFICANCE = 0.05  # p below this: the message calls the change larger than question-to-question noise
-SEED = 0  # the randomisation test's seed, so a message is the same on every re-run of a date
-_PERMUTATION_CHUNK = 2000  # sign-flip rows drawn at once, bounding memory for large question sets
-
-# drift.csv statistics read by the PSI rule. The rule fires on the mean PSI over the reference's
-# principal components: the 0.1 / 0.2 thresholds are calibrated for one variable, and the maximum
-# over n components would cross them by chance far more often. The maximum is quoted in the message.
-PSI_STATISTIC = "psi_mean"
-PSI_MAX = "psi_max"
-PSI_EXPECTED = "psi_expected"  # PSI expected with no drift at all, given the sample sizes
-
 CORPUS_WIDE = ""  # the `pipeline` of alerts that concern the corpus or the run, not one pipeline
-ONGOING_PREFIX = "ongoing since "
+CORPUS_METRIC = "corpus"  # the `metric` of the drift alert (its statistics are named in the message)
 MAX_QUESTION_IDS = 5  # question ids named in a gold_missing message
+
+# drift.csv verdicts (written by job.drift_rows; drift.py defines how each is reached).
+DRIFTED = "drifted"
 
 
 @dataclass(frozen=True)
 class Alert:
-    """One alerts.csv row. `new` is derived from the message: an alert that continues a condition
-    already alerted on the previous run starts with "ongoing since <date>: ", so the CSV keeps the
-    contract's columns and a row read back still tells whether it was new."""
+    """One alerts.csv row. `since` is the first run date of the condition's streak (the run date itself
+    when it is new); `p_value` the rule's adjusted p where it has one."""
 
     run_date: str
     rule: str
@@ -77,10 +58,12 @@ class Alert:
     threshold: float
     severity: str
     message: str
+    since: str = ""
+    p_value: float = math.nan
 
     @property
     def new(self) -> bool:
-        return not self.message.startswith(ONGOING_PREFIX)
+        return not self.since or self.since == self.run_date
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -102,81 +85,10 @@ def has_alerts(alerts: Iterable[Alert]) -> bool:
     return any(a.severity == ALERT for a in alerts)
 
 
-# --- pure rule functions ---------------------------------------------------------
-
-
-def direction_of(metric: str) -> Direction:
-    """The harmful direction of a metric name (without @k)."""
-    return RISE if metric in LOWER_IS_BETTER else FALL
-
-
-def parse_series(name: str) -> tuple[str, int]:
-    """"recall@5" -> ("recall", 5); the metric must be one of metrics.csv's names."""
-    metric, _, k = name.partition("@")
-    if metric not in PER_QUESTION_COLUMN or not k.isdigit() or int(k) < 1:
-        raise ValueError(f"{name!r} is not metric@k with a metric in {', '.join(PER_QUESTION_COLUMN)}")
-    return metric, int(k)
-
-
-def relative_change(today: float, baseline: float) -> float:
-    """(today - baseline) / baseline; from a zero baseline any rise is +inf and no change is 0."""
-    if baseline == 0:
-        return 0.0 if today == 0 else math.copysign(math.inf, today)
-    return (today - baseline) / abs(baseline)
-
-
-def harmful(change: float, direction: Direction) -> float:
-    """A signed change turned positive when it goes the harmful way."""
-    return -change if direction == FALL else change
-
-
-def sigma_distance(today: float, mean: float, std: float, direction: Direction) -> float:
-    """Standard deviations between today and the mean, positive in the harmful direction.
-
-    A value equal to the mean (within float noise) is 0 whatever the spread; with a zero spread
-    any other value is infinitely far, so the band fires without dividing by zero."""
-    if math.isclose(today, mean, rel_tol=1e-9, abs_tol=1e-12):
-        return 0.0
-    deviation = harmful(today - mean, direction)
-    return math.copysign(math.inf, deviation) if std == 0 else deviation / std
-
-
-def psi_severity(value: float, warning: float, alert: float) -> str | None:
-    """"alert" at or above `alert`, "warning" at or above `warning`, else None."""
-    if value >= alert:
-        return ALERT
-    return WARNING if value >= warning else None
-
-
-def drop_threshold(config: AlertsConfig, series: str) -> float:
-    """The relative drop that fires for a metric@k: its own `drop` setting, else the criticality preset."""
-    return config.drop.get(series, CRITICALITY[config.criticality])
-
-
-def paired_randomisation_test(differences: Sequence[float] | np.ndarray, permutations: int, seed: int,
-                              direction: Direction) -> float:
-    """One-sided sign-flip test that the mean paired difference goes the harmful way.
-
-    Under the null a question's difference (today minus its own baseline) is as likely negative
-    as positive, so each of `permutations` seeded draws flips every sign at random; the p-value
-    is (draws whose mean is at least as extreme + 1) / (permutations + 1), never 0."""
-    d = np.asarray(differences, dtype=float)
-    if d.ndim != 1 or d.size == 0 or not np.isfinite(d).all():
-        raise ValueError("differences must be a non-empty 1-d sequence of finite numbers")
-    if permutations < 1:
-        raise ValueError(f"permutations must be >= 1, got {permutations}")
-    if direction not in (FALL, RISE):
-        raise ValueError(f"direction must be {FALL!r} or {RISE!r}, got {direction!r}")
-    x = d if direction == FALL else -d  # oriented so that harmful means negative
-    observed = x.mean()
-    tolerance = 1e-9 * float(np.abs(x).mean())  # a flip that reproduces `observed` counts despite rounding
-    rng = np.random.default_rng(seed)
-    extreme = 0
-    for start in range(0, permutations, _PERMUTATION_CHUNK):
-        rows = min(_PERMUTATION_CHUNK, permutations - start)
-        signs = rng.integers(0, 2, size=(rows, x.size)) * 2 - 1
-        extreme += int(np.count_nonzero(signs @ x / x.size <= observed + tolerance))
-    return (extreme + 1) / (permutations + 1)
+def is_new(alerts: pd.DataFrame) -> pd.Series:
+    """alerts.csv rows that start their condition (since is empty or the run date itself)."""
+    since = alerts["since"].fillna("").astype(str)
+    return (since == "") | (since == alerts[store.RUN_DATE].dt.strftime("%Y-%m-%d"))
 
 
 # --- reading the frames ------------------------------------------------------------
@@ -190,59 +102,6 @@ def _iso(day: pd.Timestamp | date) -> str:
     return day.strftime("%Y-%m-%d")
 
 
-@dataclass(frozen=True)
-class Trailing:
-    """The earlier runs forming a series' baseline, oldest first (today is never among them)."""
-
-    days: tuple[pd.Timestamp, ...]
-    values: np.ndarray
-
-    @property
-    def n(self) -> int:
-        return len(self.days)
-
-    @property
-    def mean(self) -> float:
-        return float(self.values.mean()) if self.n else math.nan
-
-    @property
-    def std(self) -> float:
-        """Sample sd (ddof=1); exactly 0 for equal values, whose float mean may differ from them by a rounding."""
-        if self.n < 2:
-            return math.nan
-        return 0.0 if np.ptp(self.values) == 0 else float(self.values.std(ddof=1))
-
-
-def _series(metrics: pd.DataFrame, pipeline: str, metric: str, k: int, today: pd.Timestamp,
-            window: int) -> tuple[float, Trailing, int]:
-    """Today's value (NaN if absent), the last `window` earlier runs with a value, and today's number
-    of questions in the mean (0 if absent)."""
-    rows = metrics[(metrics["pipeline"] == pipeline) & (metrics["metric"] == metric) & (metrics["k"] == k)]
-    values = pd.Series(rows["value"].to_numpy(dtype=float), index=_days(rows)).dropna().sort_index()
-    current = values[values.index == today]
-    earlier = values[values.index < today].tail(window)
-    n_questions = rows.loc[_days(rows) == today, "n_questions"]
-    return (float(current.iloc[-1]) if len(current) else math.nan,
-            Trailing(tuple(earlier.index), earlier.to_numpy()),
-            int(n_questions.iloc[-1]) if len(n_questions) and pd.notna(n_questions.iloc[-1]) else 0)
-
-
-def question_differences(per_question: pd.DataFrame, pipeline: str, metric: str, k: int,
-                         today: pd.Timestamp, baseline_days: Sequence[pd.Timestamp]) -> np.ndarray:
-    """Per question: today's value minus the question's mean over the baseline runs.
-
-    Questions without a value today or on every baseline run (no relevant document) are left out."""
-    column = PER_QUESTION_COLUMN[metric]
-    rows = per_question[(per_question["pipeline"] == pipeline) & (per_question["k"] == k)]
-    days = _days(rows)
-    current = rows[days == today].set_index("question_id")[column].astype(float)
-    past = rows[days.isin(list(baseline_days))].groupby("question_id")[column].mean().astype(float)
-    return (current - past).dropna().to_numpy()
-
-
-# --- messages ----------------------------------------------------------------------------
-
-
 def _pct(fraction: float) -> str:
     return f"{fraction * 100:.3g}%"
 
@@ -251,104 +110,183 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _evidence(differences: np.ndarray, permutations: int, direction: Direction) -> str:
-    noun = "drop" if direction == FALL else "rise"
-    if differences.size == 0:
-        return f"no per-question rows to test the {noun} against question-to-question noise"
-    p = paired_randomisation_test(differences, permutations, SEED, direction)
-    test = f"paired randomisation test p={p:.2g}, {_plural(differences.size, 'question')}"
-    verdict = "larger than" if p < SIGNIFICANCE else "within"
-    return f"the {noun} is {verdict} question-to-question noise ({test})"
+def _threshold_source(config: AlertsConfig, name: str) -> str:
+    return f"{name}'s own drop setting" if name in config.drop else f"{config.criticality} criticality"
 
 
-def _threshold_source(config: AlertsConfig, series: str) -> str:
-    if series in config.drop:
-        return f"{series}'s own drop setting"
-    return f"{config.criticality} criticality"
+# --- retrieval rules -----------------------------------------------------------------------------------
 
 
-# --- the rules over the frames -----------------------------------------------------------------
+@dataclass(frozen=True)
+class _Tested:
+    key: series.SeriesKey
+    rule: str
+    test: series.Contrast
+    confirm: series.Contrast | None = None  # the drop rule's confirmation block (None: not confirmed)
+    p_value: float = math.nan  # Holm-adjusted
 
 
-def _series_alerts(day: str, today: pd.Timestamp, pipeline: str, name: str, metrics: pd.DataFrame,
-                   per_question: pd.DataFrame, config: AlertsConfig, watched: tuple[str, ...]) -> list[Alert]:
-    """The drop, sigma and floor rules for one pipeline's metric@k."""
-    metric, k = parse_series(name)
-    value, trailing, n_questions = _series(metrics, pipeline, metric, k, today, config.window)
-    if math.isnan(value):
-        return []
-    # A mean over n questions moves in steps of up to 1/n: a band narrower than one question's worth
-    # would fire whenever a single question changes on an otherwise flat series.
-    spread = max(trailing.std, 1 / n_questions) if n_questions else trailing.std
-    direction = direction_of(metric)
-    change = relative_change(value, trailing.mean) if trailing.n else math.nan
-    threshold = drop_threshold(config, name)
-    drops = (name in watched and trailing.n >= min(MIN_BASELINE, config.window)
-             and harmful(change, direction) > threshold)
-    distance = (sigma_distance(value, trailing.mean, spread, direction)
-                if name in watched and trailing.n == config.window else math.nan)
-    leaves_band = distance > config.sigma
-    evidence = ""
-    if drops or leaves_band:
-        differences = question_differences(per_question, pipeline, metric, k, today, trailing.days)
-        evidence = _evidence(differences, config.permutations, direction)
-    verb, side = ("fell", "below") if value < trailing.mean else ("rose", "above")
-    row = dict(run_date=day, pipeline=pipeline, metric=name, value=value, baseline=trailing.mean,
-               change_pct=change * 100)
+def _drop_candidates(matrix: series.Matrix, key: series.SeriesKey, today: pd.Timestamp,
+                     config: AlertsConfig) -> tuple[series.Contrast | None, series.Contrast | None]:
+    """Today against the window before it, and the confirmation block of the last `confirm_days` runs
+    against the window before the block, where each run of the block is large on its own."""
+    hib = key.metric.higher_is_better
+    today_test = series.drop_contrast(matrix, today, config, hib)
+    if config.confirm_days == 1 or today_test is None:
+        return today_test, today_test
+    block = series.drop_contrast(matrix, today, config, hib, block=config.confirm_days)
+    if block is None:
+        return today_test, None
+    threshold = series.drop_threshold(config, key.name)
+    each = [series.contrast(matrix, [day], [1.0], block.baseline_days, hib) for day in block.tested]
+    large = all(t is not None and t.relative_harm > threshold for t in each)
+    return today_test, block if large else None
+
+
+def _retrieval_tests(per_question: pd.DataFrame, pipelines: Sequence[str], today: pd.Timestamp,
+                     config: AlertsConfig, ks: Sequence[int]) -> list[_Tested]:
+    """The drop and slow-drift tests of every watched series, with Holm-adjusted p-values per rule."""
+    start = pd.Timestamp(config.reference_start) if config.reference_start else None
+    drops, slows = [], []
+    for key in series.keys(config, ks, pipelines):
+        matrix = series.question_matrix(per_question, key)
+        if matrix.empty or today not in matrix.days:
+            continue
+        today_test, confirm = _drop_candidates(matrix, key, today, config)
+        if today_test is not None:
+            drops.append(_Tested(key, DROP, today_test, confirm))
+        slow = series.slow_contrast(matrix, today, config, key.metric.higher_is_better, start)
+        if slow is not None:
+            slows.append(_Tested(key, SLOW_DRIFT, slow))
+    adjusted = []
+    for family in (drops, slows):
+        # The confirmation block is tested in its own family, at the same alpha.
+        p = series.holm([t.test.p_value for t in family])
+        adjusted += [dataclasses.replace(t, p_value=q) for t, q in zip(family, p)]
+    confirmable = [t for t in adjusted if t.rule == DROP and t.confirm is not None]
+    for t, q in zip(confirmable, series.holm([t.confirm.p_value for t in confirmable])):
+        adjusted[adjusted.index(t)] = dataclasses.replace(t, confirm=t.confirm if q < config.alpha else None)
+    return adjusted
+
+
+def _describe(test: series.Contrast, name: str, pipeline: str) -> str:
+    verb = "fell" if test.difference < 0 else "rose"
+    amount = f"{abs(test.change):.1%}" if math.isfinite(test.change) else "from zero"
+    return f"{name} of {pipeline} {verb} {amount} to {test.value:.3f}"
+
+
+def _noise(test: series.Contrast, p: float, n_tests: int) -> str:
+    return (f"paired test over {_plural(test.n_questions, 'question')}: {test.z:.1f} null sds "
+            f"(sd {test.sd:.3f}), p={p:.2g} after Holm over {_plural(n_tests, 'watched series')}")
+
+
+def _retrieval_alerts(day: str, tests: list[_Tested], config: AlertsConfig) -> list[Alert]:
     alerts = []
-    if drops:
-        amount = f"{abs(change):.1%}" if math.isfinite(change) else "from zero"
-        alerts.append(Alert(rule=DROP, threshold=threshold * 100, severity=ALERT, **row, message=(
-            f"{name} of {pipeline} {verb} {amount} to {value:.3f} against its {trailing.n}-run mean "
-            f"{trailing.mean:.3f} (threshold {_pct(threshold)}, {_threshold_source(config, name)}); {evidence}")))
-    if leaves_band:
-        width = (f"sd {trailing.std:.3f}" if spread == trailing.std else
-                 f"sd {trailing.std:.3f}, widened to one question's worth 1/{n_questions}")
-        how_far = (f"{distance:.1f} standard deviations {side} its {trailing.n}-run mean {trailing.mean:.3f} "
-                   f"({width}, threshold {config.sigma:g} sd)" if math.isfinite(distance) else
-                   f"{side} the constant {trailing.mean:.3f} of its previous {trailing.n} runs "
-                   f"(no run-to-run variation, so any change leaves the {config.sigma:g}-sd band)")
-        alerts.append(Alert(rule=SIGMA, threshold=config.sigma, severity=ALERT, **row,
-                            message=f"{name} of {pipeline} {verb} to {value:.3f}, {how_far}; {evidence}"))
-    floor = config.floors.get(name)
-    if floor is not None and value < floor:
-        context = f"; its {trailing.n}-run mean is {trailing.mean:.3f}" if trailing.n else ""
-        alerts.append(Alert(rule=FLOOR, threshold=floor, severity=ALERT, **row, message=(
-            f"{name} of {pipeline} is {value:.3f}, below its configured floor {floor:.3f}{context}")))
+    n = {rule: sum(t.rule == rule for t in tests) for rule in (DROP, SLOW_DRIFT)}
+    for t in tests:
+        threshold = series.drop_threshold(config, t.key.name)
+        if not series.fires(t.test, threshold, t.p_value, config.alpha):
+            continue
+        test, name, pipeline = t.test, t.key.name, t.key.pipeline
+        where = f"threshold {_pct(threshold)}, {_threshold_source(config, name)}; {_noise(test, t.p_value, n[t.rule])}"
+        if t.rule == DROP:
+            confirmed = t.confirm is not None
+            severity = ALERT if confirmed else WARNING
+            shown = t.confirm if confirmed else test
+            span = (f"for {_plural(len(shown.tested), 'run')} " if confirmed and len(shown.tested) > 1 else "")
+            message = (f"{_describe(test, name, pipeline)} {span}against the mean {shown.baseline:.3f} of the "
+                       f"{_plural(len(shown.baseline_days), 'run')} before ({where})")
+            if not confirmed and config.confirm_days > 1:
+                message += f"; an alert once it holds {_plural(config.confirm_days, 'run')}"
+            p = t.p_value
+        else:
+            severity, shown, p = ALERT, test, t.p_value
+            message = (f"slow drift: the moving mean of {name} of {pipeline} is {test.value:.3f}, "
+                       f"{_pct(abs(test.change))} {'below' if test.difference < 0 else 'above'} its reference "
+                       f"{test.baseline:.3f} (runs {_iso(test.baseline_days[0])} to {_iso(test.baseline_days[-1])}; "
+                       f"{where})")
+        alerts.append(Alert(day, t.rule, pipeline, name, test.value, shown.baseline, test.change * 100,
+                            threshold * 100, severity, message, p_value=p))
     return alerts
 
 
-def _metric_alerts(day: str, today: pd.Timestamp, metrics: pd.DataFrame, per_question: pd.DataFrame,
-                   config: AlertsConfig, ks: tuple[int, ...]) -> list[Alert]:
-    """Drop and sigma over the watched series; floors over every series that has one."""
-    watched = config.watched(ks)
-    names = list(dict.fromkeys([*watched, *config.floors]))
-    pipelines = metrics.loc[_days(metrics) == today, "pipeline"].drop_duplicates()
-    return [alert for pipeline in pipelines for name in names
-            for alert in _series_alerts(day, today, pipeline, name, metrics, per_question, config, watched)]
+def _floor_alerts(day: str, today: pd.Timestamp, metrics: pd.DataFrame, config: AlertsConfig) -> list[Alert]:
+    """A configured floor: a limit below which (above, for unjudged) a series alerts whatever its history."""
+    rows = metrics[_days(metrics) == today]
+    alerts = []
+    for name, floor in config.floors.items():
+        info, k = parse_series(name)
+        for _, row in rows[(rows[store.METRIC] == info.name) & (rows[store.K] == k)].iterrows():
+            value = float(row[store.VALUE])
+            crossed = value < floor if info.higher_is_better else value > floor
+            if math.isnan(value) or not crossed:
+                continue
+            side = "below" if info.higher_is_better else "above"
+            alerts.append(Alert(day, FLOOR, row[store.PIPELINE], name, value, math.nan, math.nan, floor, ALERT,
+                                f"{name} of {row[store.PIPELINE]} is {value:.3f}, {side} its configured limit {floor:.3f}"))
+    return alerts
 
 
-def _psi_alerts(day: str, today: pd.Timestamp, drift: pd.DataFrame, config: AlertsConfig) -> list[Alert]:
-    rows = drift[_days(drift) == today].drop_duplicates("statistic", keep="last").set_index("statistic")
-    if PSI_STATISTIC not in rows.index or pd.isna(rows.at[PSI_STATISTIC, "value"]):
+# --- corpus rules --------------------------------------------------------------------------------------
+
+
+def _drift_alerts(day: str, today: pd.Timestamp, drift: pd.DataFrame) -> list[Alert]:
+    """One alert naming every statistic of the run whose verdict is drifted (significant after Holm over
+    the run's statistics and above its effect-size line), with what is new."""
+    if "verdict" not in drift.columns:
         return []
-    value = float(rows.at[PSI_STATISTIC, "value"])
-    severity = psi_severity(value, config.psi_warning, config.psi_alert)
-    if severity is None:
+    rows = drift[(_days(drift) == today) & (drift["verdict"] == DRIFTED)]
+    if rows.empty:
         return []
-    threshold = config.psi_alert if severity == ALERT else config.psi_warning
-    stat = rows.loc[PSI_STATISTIC]
-    message = (f"embedding drift: {PSI_STATISTIC} is {value:.3f} against the reference of {stat['reference_date']}, "
-               f"at or above the {severity} threshold {threshold:g}")
-    if PSI_MAX in rows.index:
-        message += f" (the most shifted component has {PSI_MAX} {rows.at[PSI_MAX, 'value']:.3f})"
-    expected = float(rows.at[PSI_EXPECTED, "value"]) if PSI_EXPECTED in rows.index else math.nan
-    if expected >= config.psi_warning:
-        message += (f"; but the samples are too small for the threshold to mean much: with no drift at all "
-                    f"PSI is expected to be about {expected:.3f} at {stat['n_reference']} reference and "
-                    f"{stat['n_current']} current samples, itself at or above the warning threshold "
-                    f"{config.psi_warning:g}")
-    return [Alert(day, PSI, CORPUS_WIDE, PSI_STATISTIC, value, expected, math.nan, threshold, severity, message)]
+    parts = [f"{r.statistic} {r.value:.3f} (null 95% {r.null_value:.3f}, effect line {r.threshold:g}, "
+             f"p={r.p_value:.2g})" for r in rows.itertuples()]
+    details = [str(d) for d in rows["detail"].fillna("") if str(d)]
+    first = rows.iloc[0]
+    window = f"{first['reference_start']} to {first['reference_date']}"
+    message = (f"corpus drift: the {_plural(int(first['n_current']), 'chunk')} new in this window differ from the "
+               f"{int(first['n_reference'])} of the reference ({window}): " + "; ".join(parts))
+    if details:
+        message += ". New: " + " | ".join(dict.fromkeys(details))
+    return [Alert(day, DRIFT, CORPUS_WIDE, CORPUS_METRIC, float(first["value"]), float(first["null_value"]),
+                  math.nan, float(first["threshold"]), ALERT, message, p_value=float(rows["p_value"].min()))]
+
+
+def _previous_run(runs: pd.DataFrame, today: pd.Timestamp) -> pd.Series | None:
+    earlier = runs[_days(runs) < today].sort_values(store.RUN_DATE)
+    return earlier.iloc[-1] if len(earlier) else None
+
+
+def _deleted_alerts(day: str, today: pd.Timestamp, runs: pd.DataFrame, drift_config: DriftConfig) -> list[Alert]:
+    rows, previous = runs[_days(runs) == today], _previous_run(runs, today)
+    if rows.empty or previous is None or pd.isna(previous[store.DOCS_TOTAL]) or not previous[store.DOCS_TOTAL]:
+        return []
+    deleted = rows.iloc[-1]["docs_deleted"]
+    share = float(deleted) / float(previous[store.DOCS_TOTAL]) if pd.notna(deleted) else 0.0
+    if share <= drift_config.max_deleted_share:
+        return []
+    return [Alert(day, DELETED, CORPUS_WIDE, "docs_deleted", float(deleted), float(previous[store.DOCS_TOTAL]),
+                  -share * 100, drift_config.max_deleted_share * 100, ALERT,
+                  f"{_plural(int(deleted), 'document')} ({share:.0%} of the corpus) were deleted in this run, more "
+                  f"than {drift_config.max_deleted_share:.0%}: retrieval now misses what they held")]
+
+
+def _config_alerts(day: str, today: pd.Timestamp, runs: pd.DataFrame) -> list[Alert]:
+    """The embedder (alert) or another measured setting (warning) differs from the previous run's."""
+    rows, previous = runs[_days(runs) == today], _previous_run(runs, today)
+    if rows.empty or previous is None:
+        return []
+    run = rows.iloc[-1]
+    known = lambda column: all(pd.notna(r[column]) and str(r[column]) for r in (run, previous))  # noqa: E731
+    if known("model") and run["model"] != previous["model"]:
+        return [Alert(day, CONFIG_CHANGE, CORPUS_WIDE, "model", math.nan, math.nan, math.nan, math.nan, ALERT,
+                      f"the embedder changed from {previous['model']} to {run['model']} since the run of "
+                      f"{_iso(pd.Timestamp(previous[store.RUN_DATE]))}: embeddings and scores before and after "
+                      f"are not comparable; pin a new reference once the change is intended")]
+    if known("config_hash") and run["config_hash"] != previous["config_hash"]:
+        return [Alert(day, CONFIG_CHANGE, CORPUS_WIDE, "config_hash", math.nan, math.nan, math.nan, math.nan,
+                      WARNING, f"the settings that shape retrieval changed (config hash {previous['config_hash']} "
+                      f"-> {run['config_hash']}): a change in the series from this run may be the settings")]
+    return []
 
 
 def _gold_missing_alerts(day: str, today: pd.Timestamp, per_question: pd.DataFrame) -> list[Alert]:
@@ -394,40 +332,44 @@ def _feed_alerts(day: str, today: pd.Timestamp, runs: pd.DataFrame) -> list[Aler
 
 def mark_ongoing(alerts: Sequence[Alert], today: pd.Timestamp, runs: pd.DataFrame,
                  previous: pd.DataFrame) -> list[Alert]:
-    """Prefix "ongoing since <date>: " to alerts whose condition also fired on the previous run.
+    """Set each alert's `since`: the first run date of its streak.
 
-    The previous run is the latest earlier run date in runs.csv; the streak goes back over
-    consecutive run dates on which the same (rule, pipeline, metric) fired, whatever its severity.
-    An escalation (a warning yesterday, an alert today) stays new, so it is notified."""
+    The streak goes back over consecutive earlier run dates (runs.csv) on which the same (rule, pipeline,
+    metric) fired at a severity at least today's; an escalation (a warning yesterday, an alert today)
+    starts a new streak, so it is notified."""
     earlier = sorted({d for d in _days(runs) if d < today}, reverse=True)
     fired = {(d, rule, pipeline, metric): severity for d, rule, pipeline, metric, severity in zip(
-        _days(previous), previous["rule"], previous["pipeline"].fillna(CORPUS_WIDE), previous["metric"],
+        _days(previous), previous["rule"], previous["pipeline"].fillna(CORPUS_WIDE), previous["metric"].fillna(""),
         previous["severity"])}  # only earlier run dates are looked up, so rows of today never count
     marked = []
     for alert in alerts:
-        streak = []
+        since = today
         for d in earlier:
-            if (d, *alert.key) not in fired:
+            severity = fired.get((d, *alert.key))
+            if severity is None or _SEVERITY_RANK[severity] < _SEVERITY_RANK[alert.severity]:
                 break
-            streak.append(d)
-        if streak and _SEVERITY_RANK[fired[(streak[0], *alert.key)]] >= _SEVERITY_RANK[alert.severity]:
-            alert = dataclasses.replace(alert, message=f"{ONGOING_PREFIX}{_iso(streak[-1])}: {alert.message}")
-        marked.append(alert)
+            since = d
+        marked.append(dataclasses.replace(alert, since=_iso(since)))
     return marked
 
 
 def evaluate_alerts(run_date: date, metrics: pd.DataFrame, per_question: pd.DataFrame, drift: pd.DataFrame,
                     runs: pd.DataFrame, config: AlertsConfig, ks: tuple[int, ...],
-                    previous: pd.DataFrame) -> list[Alert]:
+                    previous: pd.DataFrame, drift_config: DriftConfig | None = None) -> list[Alert]:
     """Every alert of one run date, from the full histories (including that date's rows).
 
     `previous` is alerts.csv's history; rows of `run_date` itself in it are ignored, so re-running
     a date gives the same alerts. Nothing is read or written here."""
     today = pd.Timestamp(run_date)
     day = _iso(run_date)
+    pipelines = list(dict.fromkeys(metrics.loc[_days(metrics) == today, store.PIPELINE]))
+    tests = _retrieval_tests(per_question, pipelines, today, config, ks)
     alerts = [
-        *_metric_alerts(day, today, metrics, per_question, config, ks),
-        *_psi_alerts(day, today, drift, config),
+        *_retrieval_alerts(day, tests, config),
+        *_floor_alerts(day, today, metrics, config),
+        *_drift_alerts(day, today, drift),
+        *_deleted_alerts(day, today, runs, drift_config or DriftConfig()),
+        *_config_alerts(day, today, runs),
         *_gold_missing_alerts(day, today, per_question),
         *_feed_alerts(day, today, runs),
     ]

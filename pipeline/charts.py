@@ -116,10 +116,10 @@ def add_levels(fig: go.Figure, levels: Sequence[tuple[float, str]]) -> None:
 
 
 def trend_figure(trend: pd.DataFrame, metric_label: str, points: pd.DataFrame | None = None,
-                 events: pd.DataFrame | None = None, *, window: int = 7, sigma: float = 3.0,
-                 threshold_note: str = "") -> go.Figure:
-    """A metric@k per pipeline with its trailing mean, sigma band and drop threshold (from `views.trend`),
-    the floor, alert markers and run events."""
+                 events: pd.DataFrame | None = None, *, threshold_note: str = "") -> go.Figure:
+    """A metric@k per pipeline with what the rules test it against (from `views.trend`, which calls the
+    rules' own functions): the drop rule's baseline and the band out to its firing edge, the slow-drift
+    rule's reference mean and edge, the floor, alert markers and run events."""
     fig = go.Figure()
     pipelines = list(pd.unique(trend["pipeline"]))
     colours = colour_map(pipelines)
@@ -127,25 +127,23 @@ def trend_figure(trend: pd.DataFrame, metric_label: str, points: pd.DataFrame | 
     for pipeline in pipelines:
         rows = trend[trend["pipeline"] == pipeline]
         colour = colours[pipeline]
-        band = rows.dropna(subset=["band_low", "band_high"])
+        band = rows.dropna(subset=["baseline", "edge"])
         if len(band):
-            fig.add_trace(go.Scatter(x=band["run_date"], y=band["band_high"], mode="lines", line={"width": 0},
-                                     legendgroup=pipeline, showlegend=False, hoverinfo="skip"))
+            fig.add_trace(go.Scatter(x=band["run_date"], y=band["baseline"], mode="lines", legendgroup=pipeline,
+                                     name=f"{pipeline} baseline", line={"color": colour, "width": 1.5, "dash": "dot"},
+                                     hovertemplate=f"{DATE_HOVER}<br>{pipeline} baseline: %{{y:{VALUE_FORMAT}}}"
+                                                   "<extra></extra>"))
             fig.add_trace(go.Scatter(
-                x=band["run_date"], y=band["band_low"], mode="lines", line={"width": 0}, fill="tonexty",
-                fillcolor=_rgba(colour, 0.15), legendgroup=pipeline, name=f"{pipeline} {sigma:g}σ band",
-                customdata=band[["band_high"]],
-                hovertemplate=(f"{DATE_HOVER}<br>{pipeline} {sigma:g}σ band: %{{y:{VALUE_FORMAT}}} – "
-                               f"%{{customdata[0]:{VALUE_FORMAT}}}<extra></extra>")))
-        fig.add_trace(go.Scatter(
-            x=rows["run_date"], y=rows["trailing_mean"], mode="lines", legendgroup=pipeline,
-            name=f"{pipeline} trailing {window}-run mean", line={"color": colour, "width": 1.5, "dash": "dot"},
-            hovertemplate=f"{DATE_HOVER}<br>{pipeline} trailing mean: %{{y:{VALUE_FORMAT}}}<extra></extra>"))
-        if rows["threshold"].notna().any():
+                x=band["run_date"], y=band["edge"], mode="lines", line={"color": colour, "width": 1, "dash": "dash"},
+                fill="tonexty", fillcolor=_rgba(colour, 0.12), legendgroup=pipeline, name=f"{pipeline} drop edge{drop}",
+                hovertemplate=f"{DATE_HOVER}<br>{pipeline} drop fires past: %{{y:{VALUE_FORMAT}}}<extra></extra>"))
+        slow = rows.dropna(subset=["reference", "reference_edge"])
+        if len(slow):
             fig.add_trace(go.Scatter(
-                x=rows["run_date"], y=rows["threshold"], mode="lines", legendgroup=pipeline,
-                name=f"{pipeline} drop threshold{drop}", line={"color": colour, "width": 1, "dash": "dash"},
-                hovertemplate=f"{DATE_HOVER}<br>{pipeline} drop threshold: %{{y:{VALUE_FORMAT}}}<extra></extra>"))
+                x=slow["run_date"], y=slow["reference_edge"], mode="lines", legendgroup=pipeline,
+                name=f"{pipeline} slow-drift edge", line={"color": colour, "width": 1, "dash": "longdashdot"},
+                hovertemplate=(f"{DATE_HOVER}<br>{pipeline} slow drift fires when the moving mean passes: "
+                               f"%{{y:{VALUE_FORMAT}}}<extra></extra>")))
         fig.add_trace(go.Scatter(
             x=rows["run_date"], y=rows["value"], mode="lines+markers", name=pipeline, legendgroup=pipeline,
             line={"color": colour, "width": 2.5}, marker={"size": 5},

@@ -12,11 +12,12 @@ import tomllib
 import types
 import typing
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 from pipeline import __version__
-from pipeline.metrics import MEAN_NAMES
+from pipeline.metrics import DEFAULT_WATCHED, MEAN_NAMES
 
 DEFAULT_CONFIG_FILE = "monitor.toml"
 ENV_CONFIG = "DRIFTWATCH_CONFIG"
@@ -105,33 +106,53 @@ class CorpusConfig:
 
 @dataclass(frozen=True)
 class DriftConfig:
-    n_components: int = 10  # reference principal components the embeddings are projected on
+    # What is compared: the chunks that entered in the last `window_days` runs' days (the current window)
+    # against those that entered in the `reference_days` days before it (rolling), or in a pinned range
+    # (`python -m pipeline rebaseline`). Disjoint samples; every statistic gets a permutation null.
+    window_days: int = 1
+    max_window_days: int = 7  # the current window grows day by day up to this until it holds min_current chunks
+    reference_days: int = 14
+    min_current: int = 20  # fewer new chunks even in the longest window: "not enough new data", no verdict
+    min_reference: int = 40
+    n_components: int = 10  # principal components (fitted on both samples) for PSI, KL and KS
     bins: int = 10  # PSI/KL bins: the reference's quantiles (deciles by default)
     epsilon: float = 1e-4  # share given to an empty bin, so PSI and KL stay finite
-    sample_cap: int = 5000  # at most this many chunk embeddings per side (seeded sample)
+    sample_cap: int = 1000  # at most this many chunk embeddings per side (a seeded sample)
+    permutations: int = 500  # draws of the permutation null of every statistic
+    alpha: float = 0.05  # family-wise error of one run's verdicts (Holm over the statistics)
+    # Effect sizes that count as practically large (a verdict needs significance AND its effect size).
+    psi_effect: float = 0.2  # PSI above its null mean (the classic 0.2 line, on the bias-corrected PSI)
+    ks_effect: float = 0.3  # the largest KS distance over the components
+    classifier_effect: float = 0.15  # domain classifier accuracy above its null (kNN, leave one out)
+    novelty_effect: float = 0.25  # share of new chunks with no close neighbour in the reference
+    duplicate_effect: float = 0.25  # share of new chunks with a near copy (above the reference's own rate)
+    composition_effect: float = 0.25  # share of new chunks in categories or sources the reference lacks
+    duplicate_cosine: float = 0.95  # nearest-neighbour cosine at or above which a chunk is a near copy
+    max_deleted_share: float = 0.1  # a run deleting more of the corpus than this alerts
     seed: int = 0
-    evidently: bool = True  # Evidently's domain-classifier embedding drift (the slowest statistic)
+    evidently: bool = True  # Evidently's domain-classifier embedding drift (context; about 1 s a run)
     query_log: Path | None = None  # real user queries: one per line, or JSONL with "query" and "timestamp"
     query_window_days: int = 7  # the current window of the query log
 
 
-# Relative drop that fires the drop rule, by criticality preset.
+# Relative change that counts as practically large for the drop and slow-drift rules, by criticality preset.
 CRITICALITY = {"critical": 0.05, "standard": 0.10, "exploratory": 0.20}
 
 
 @dataclass(frozen=True)
 class AlertsConfig:
-    window: int = 7  # trailing runs forming the baseline (the current run excluded)
+    window: int = 7  # runs forming the drop rule's baseline (the tested runs never among them)
     criticality: str = "standard"
-    # Series the drop and sigma rules watch, as metric@k; empty: hit, recall, mrr and ndcg at the
+    # Series the drop and slow-drift rules watch, as metric@k; empty: hit, recall, mrr and ndcg at the
     # largest configured k not above 5 (see `watched`).
     metrics: tuple[str, ...] = ()
-    drop: dict[str, float] = field(default_factory=dict)  # per-metric relative drop, e.g. {"recall@5" = 0.05}
-    floors: dict[str, float] = field(default_factory=dict)  # absolute minimum, e.g. {"recall@5" = 0.6}
-    sigma: float = 3.0
-    psi_warning: float = 0.1
-    psi_alert: float = 0.2
-    permutations: int = 10000  # paired randomisation test over the questions
+    drop: dict[str, float] = field(default_factory=dict)  # per-metric relative change, e.g. {"recall@5" = 0.05}
+    floors: dict[str, float] = field(default_factory=dict)  # absolute limit, e.g. {"recall@5" = 0.6}
+    alpha: float = 0.01  # family-wise error per rule and run, Holm over the watched series
+    confirm_days: int = 2  # a drop pages (alert) once it holds this many runs; before that it is a warning
+    reference_runs: int = 10  # the slow-drift rule's reference period: the first N runs (from reference_start)
+    reference_start: str | None = None  # YYYY-MM-DD: pin the reference period's first run date
+    ewma_smoothing: float = 0.25  # weight of the newest run in the slow-drift rule's moving mean
     webhook_url: str | None = None  # Slack-compatible incoming webhook
     webhook_timeout: float = 5.0
     webhook_retries: int = 3
@@ -140,7 +161,7 @@ class AlertsConfig:
         if self.metrics:
             return self.metrics
         k = max([x for x in ks if x <= 5] or [min(ks)])
-        return tuple(f"{m}@{k}" for m in ("hit", "recall", "mrr", "ndcg"))
+        return tuple(f"{m}@{k}" for m in DEFAULT_WATCHED)
 
 
 @dataclass(frozen=True)
@@ -278,6 +299,15 @@ def _check(cfg: Config, src: str) -> None:
     d = cfg.drift
     if d.n_components <= 0 or d.bins < 2 or not 0 < d.epsilon < 1 or d.sample_cap < 10:
         raise bad("drift", "need n_components > 0, bins >= 2, 0 < epsilon < 1 and sample_cap >= 10")
+    if not 1 <= d.window_days <= d.max_window_days or d.reference_days < 1 or d.min_current < 2 or d.min_reference < 2:
+        raise bad("drift.window_days", "need 1 <= window_days <= max_window_days, reference_days >= 1, "
+                                       "min_current and min_reference >= 2")
+    if d.permutations < 99 or not 0 < d.alpha < 1:
+        raise bad("drift.permutations", "need permutations >= 99 and 0 < alpha < 1")
+    for key in ("psi_effect", "ks_effect", "classifier_effect", "novelty_effect", "duplicate_effect",
+                "composition_effect", "duplicate_cosine", "max_deleted_share"):
+        if not 0 < getattr(d, key) <= (10 if key == "psi_effect" else 1):
+            raise bad(f"drift.{key}", "must be > 0 (and at most 1 for shares, cosines and distances)")
     if d.query_window_days <= 0:
         raise bad("drift.query_window_days", "must be > 0")
     a = cfg.alerts
@@ -293,8 +323,17 @@ def _check(cfg: Config, src: str) -> None:
                                f"and k in retrieval.k {list(r.k)}")
     if any(not 0 < v < 1 for v in a.drop.values()):
         raise bad("alerts.drop", "relative drops are fractions between 0 and 1, e.g. 0.1 for 10%")
-    if a.sigma <= 0 or not 0 < a.psi_warning <= a.psi_alert or a.permutations < 100:
-        raise bad("alerts", "need sigma > 0, 0 < psi_warning <= psi_alert and permutations >= 100")
+    if not 0 < a.alpha < 1:
+        raise bad("alerts.alpha", "must be within (0, 1), e.g. 0.01")
+    if a.confirm_days < 1 or a.reference_runs < 2:
+        raise bad("alerts.confirm_days", "confirm_days must be >= 1 and reference_runs >= 2")
+    if not 0 < a.ewma_smoothing <= 1:
+        raise bad("alerts.ewma_smoothing", "must be within (0, 1]")
+    if a.reference_start is not None:
+        try:
+            date.fromisoformat(a.reference_start)
+        except ValueError:
+            raise bad("alerts.reference_start", f"not a YYYY-MM-DD date: {a.reference_start!r}") from None
     if a.webhook_url is not None and not a.webhook_url.startswith(("http://", "https://")):
         raise bad("alerts.webhook_url", "must be an http(s) URL")
     if a.webhook_timeout <= 0 or a.webhook_retries < 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pipeline.errors import DriftwatchError
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+import pandas as pd
 from threadpoolctl import threadpool_limits
 from scipy import stats
 
@@ -21,7 +23,6 @@ from pipeline.config import DriftConfig
 
 EVIDENTLY_SAMPLE_CAP = 2000  # rows per side given to Evidently's classifier (it trains one per call)
 EVIDENTLY_METHOD = "model(bootstrap)"
-SMALL_SAMPLE_PSI = 0.1  # psi_expected at or above this: the 0.1 / 0.2 PSI thresholds mean little
 QUERY_PREFIX = "query_"  # statistic-name prefix for the query-log drift rows
 
 
@@ -49,21 +50,6 @@ PSI = Statistic("psi", 0.2)  # the usual reading: < 0.1 stable, 0.1-0.2 moderate
 KL = Statistic("kl", 0.1)  # Evidently's default for its KL stattest
 KS = Statistic("ks_pvalue", 0.05, drift_below=True)
 
-# The rows of drift.csv (names are fixed: the dashboard and the alert rules read them).
-PSI_MEAN = Statistic("psi_mean", 0.1)
-PSI_MAX = Statistic("psi_max", PSI.threshold)
-PSI_EXPECTED = Statistic("psi_expected")
-KL_MEAN = Statistic("kl_mean", KL.threshold)
-KL_MAX = Statistic("kl_max", KL.threshold)
-KS_MAX = Statistic("ks_max")  # its meaning depends on the sample sizes; the p-value below is the test
-KS_MIN_P = Statistic("ks_min_p_bonferroni", KS.threshold, drift_below=True)
-EVIDENTLY_SCORE = Statistic("evidently_model_auc", 0.55)  # Evidently's threshold when not bootstrapping
-EVIDENTLY_DRIFTED = Statistic("evidently_drifted", 0.5)  # 1.0 drifted, 0.0 not (its bootstrap verdict)
-TOP1_COSINE = Statistic("top1_cosine", drift_below=True)  # compared against its own history, no fixed level
-
-EMBEDDING_STATISTICS = (PSI_MEAN, PSI_MAX, PSI_EXPECTED, KL_MEAN, KL_MAX, KS_MAX, KS_MIN_P)
-STATISTICS = EMBEDDING_STATISTICS + (EVIDENTLY_SCORE, EVIDENTLY_DRIFTED, TOP1_COSINE)
-
 Row = tuple[str, float]  # (statistic, value) as written to drift.csv
 
 
@@ -75,31 +61,6 @@ class KsResult(NamedTuple):
 class QueryWindow(NamedTuple):
     reference: list[str]
     current: list[str]
-
-
-@dataclass(frozen=True)
-class EmbeddingDrift:
-    psi_mean: float
-    psi_max: float
-    psi_expected: float  # PSI's expected value with no drift at these sample sizes and bins
-    kl_mean: float
-    kl_max: float
-    ks_max: float
-    ks_min_p: float  # smallest KS p-value over the components, Bonferroni-adjusted
-    n_reference: int  # rows after sampling
-    n_current: int
-    n_components: int  # components actually used (n_components clipped to the reference's rank bound)
-
-    @property
-    def small_sample(self) -> bool:
-        """True when the no-drift PSI alone reaches SMALL_SAMPLE_PSI: then the PSI thresholds mean little."""
-        return self.psi_expected >= SMALL_SAMPLE_PSI
-
-    def rows(self, prefix: str = "") -> list[Row]:
-        """(statistic, value) pairs for drift.csv, in EMBEDDING_STATISTICS order; `prefix` e.g. QUERY_PREFIX."""
-        values = (self.psi_mean, self.psi_max, self.psi_expected, self.kl_mean, self.kl_max,
-                  self.ks_max, self.ks_min_p)
-        return [(prefix + stat.name, float(v)) for stat, v in zip(EMBEDDING_STATISTICS, values, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -237,32 +198,6 @@ def bonferroni(pvalue: float, n_tests: int) -> float:
     return min(1.0, pvalue * n_tests)
 
 
-def embedding_drift(reference: np.ndarray, current: np.ndarray, config: DriftConfig,
-                    *, pooled: bool = False) -> EmbeddingDrift:
-    """PSI, KL and KS per reference principal component (see `project` for `pooled`), after sampling each
-    side to `config.sample_cap` rows with `config.seed`; summarised as means, maxima and the
-    Bonferroni-adjusted smallest KS p-value."""
-    ref = _sampled(reference, config.sample_cap, config.seed, "reference")
-    cur = _sampled(current, config.sample_cap, config.seed, "current")
-    ref_proj, cur_proj = project(ref, cur, config.n_components, pooled=pooled)
-    k = ref_proj.shape[1]
-    psis = [psi(ref_proj[:, j], cur_proj[:, j], config.bins, config.epsilon) for j in range(k)]
-    kls = [kl_divergence(ref_proj[:, j], cur_proj[:, j], config.bins, config.epsilon) for j in range(k)]
-    ks = [ks_test(ref_proj[:, j], cur_proj[:, j]) for j in range(k)]
-    return EmbeddingDrift(
-        psi_mean=float(np.mean(psis)),
-        psi_max=max(psis),
-        psi_expected=expected_psi_no_drift(config.bins, ref.shape[0], cur.shape[0]),
-        kl_mean=float(np.mean(kls)),
-        kl_max=max(kls),
-        ks_max=max(r.statistic for r in ks),
-        ks_min_p=bonferroni(min(r.pvalue for r in ks), k),
-        n_reference=ref.shape[0],
-        n_current=cur.shape[0],
-        n_components=k,
-    )
-
-
 def evidently_embedding_drift(reference: np.ndarray, current: np.ndarray, seed: int,
                               sample_cap: int = EVIDENTLY_SAMPLE_CAP) -> EvidentlyDrift:
     """Evidently's domain-classifier embedding drift (legacy `ModelDriftMethod(bootstrap=True)`): an
@@ -356,3 +291,298 @@ def read_query_log(path: Path | str, window_end: date, window_days: int) -> Quer
         except UnicodeDecodeError as exc:
             raise DriftError(f"{path}:{lineno}: not UTF-8 text: {exc.reason}") from None
     return parse_query_log(lines, str(path), window_end, window_days)
+
+
+# --- drift of what changed: the window's new chunks against a reference window ---------------------------
+
+# drift.csv verdicts.
+DRIFTED = "drifted"  # significant after Holm over the run's statistics AND above its effect-size line
+STABLE = "stable"
+NOT_ENOUGH_DATA = "not_enough_data"  # too few new (or reference) chunks to say anything
+CONTEXT = "context"  # shown beside the verdicts, not part of them (Evidently, top-1 cosine)
+
+# Statistics with a permutation null (the family a run's verdicts are corrected over), in drift.csv order.
+PSI_MEAN = Statistic("psi_mean", 0.2)  # mean PSI over the principal components; effect: above its null mean
+KS_MAX = Statistic("ks_max", 0.3)  # largest KS distance over the components; effect: above its null mean
+CLASSIFIER = Statistic("classifier_accuracy", 0.15)  # kNN domain classifier (balanced, leave one out)
+NOVELTY = Statistic("novel_share", 0.25)  # new chunks with no close neighbour in the reference
+DUPLICATES = Statistic("duplicate_share", 0.25)  # new chunks with a near copy elsewhere in the corpus
+NEW_CATEGORIES = Statistic("new_category_share", 0.25)  # new chunks in categories the reference lacks
+NEW_SOURCES = Statistic("new_source_share", 0.25)  # new chunks from sources the reference lacks
+FAMILY = (PSI_MEAN, KS_MAX, CLASSIFIER, NOVELTY, DUPLICATES, NEW_CATEGORIES, NEW_SOURCES)
+EVIDENTLY_SCORE = Statistic("evidently_model_auc")  # context: Evidently's own bootstrap decides its flag
+EVIDENTLY_DRIFTED = Statistic("evidently_drifted")
+TOP1_COSINE = Statistic("top1_cosine", drift_below=True)  # context, per dense pipeline
+
+NOVELTY_QUANTILE = 0.05  # a chunk is novel below the reference's own 5% leave-one-out nearest-neighbour cosine
+NEIGHBOURS = 5  # the kNN domain classifier's k
+MAX_EXAMPLES = 3  # titles named in a detail
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The chunks of one side: embeddings (unit length) and, per chunk, its document's primary category,
+    source and title (empty lists when unknown, e.g. for query logs)."""
+
+    vectors: np.ndarray
+    categories: Sequence[str] = ()
+    sources: Sequence[str] = ()
+    titles: Sequence[str] = ()
+    duplicate: np.ndarray | None = None  # per chunk: has a near copy elsewhere in the corpus (bool)
+
+    def __len__(self) -> int:
+        return int(self.vectors.shape[0])
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One drift.csv row's numbers: the statistic's value, its permutation null at these sample sizes (the
+    null's 95% quantile and mean), the effect compared with the effect-size line, the p-value and verdict."""
+
+    statistic: str
+    value: float
+    null_q95: float
+    null_mean: float
+    threshold: float
+    p_value: float  # raw; Holm-adjusted in `adjusted_p` once the family is known
+    effect: float
+    detail: str = ""
+    adjusted_p: float = math.nan
+    verdict: str = STABLE
+
+
+def _permutation_p(observed: float, null: np.ndarray) -> float:
+    """(1 + draws at least as large) / (1 + draws): never 0, exact under exchangeability."""
+    return float((1 + np.count_nonzero(null >= observed - 1e-12)) / (1 + null.size))
+
+
+def _verdict(stat: Statistic, observed: float, null: np.ndarray, effect: float | None = None,
+             detail: str = "") -> Verdict:
+    """A statistic against its null; the effect is the value above the null's mean unless given."""
+    mean = float(null.mean())
+    return Verdict(stat.name, float(observed), float(np.quantile(null, 0.95)), mean, float(stat.threshold),
+                   _permutation_p(observed, null), float(observed - mean if effect is None else effect), detail)
+
+
+def _labels(n_ref: int, n_cur: int, permutations: int, rng: np.random.Generator) -> np.ndarray:
+    """Boolean "is current" labels: row 0 the observed split, then `permutations` random splits."""
+    observed = np.r_[np.zeros(n_ref, bool), np.ones(n_cur, bool)]
+    draws = np.array([rng.permutation(observed) for _ in range(permutations)]).reshape(permutations, -1)
+    return np.vstack([observed, draws])
+
+
+def _psi_rows(proj: np.ndarray, labels: np.ndarray, bins: int, epsilon: float) -> np.ndarray:
+    """Mean PSI over the components for every label row, vectorised over the rows: `psi`'s reference quantile
+    bins and empty-bin shares (the components are continuous, so no quantile repeats and no point mass)."""
+    is_cur = labels
+    n_cur = int(is_cur[0].sum())
+    n_ref = is_cur.shape[1] - n_cur
+    levels = np.arange(1, bins) / bins
+    total = np.zeros(labels.shape[0])
+    for j in range(proj.shape[1]):
+        x = proj[:, j]
+        values = np.broadcast_to(x, is_cur.shape)
+        ref_values = values[~is_cur].reshape(-1, n_ref)
+        edges = np.quantile(ref_values, levels, axis=1).T  # (rows, bins - 1)
+        bin_of = (values[:, :, None] >= edges[:, None, :]).sum(axis=2)  # (rows, n)
+        one_hot = bin_of[:, :, None] == np.arange(bins)[None, None, :]
+        cur_counts = (one_hot & is_cur[:, :, None]).sum(axis=1)
+        ref_counts = (one_hot & ~is_cur[:, :, None]).sum(axis=1)
+
+        def shares(counts: np.ndarray, n: int) -> np.ndarray:
+            share = np.where(counts == 0, epsilon, counts / n)
+            return share / share.sum(axis=1, keepdims=True)
+
+        ref, cur = shares(ref_counts, n_ref), shares(cur_counts, n_cur)
+        total += np.sum((cur - ref) * np.log(cur / ref), axis=1)
+    return total / proj.shape[1]
+
+
+def _ks_rows(proj: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The largest two-sample KS distance over the components for every label row (ties handled by
+    evaluating the empirical CDFs only where the pooled value changes)."""
+    n_cur = labels[0].sum()
+    n_ref = labels.shape[1] - n_cur
+    best = np.zeros(labels.shape[0])
+    for j in range(proj.shape[1]):
+        order = np.argsort(proj[:, j], kind="stable")
+        values = proj[order, j]
+        last_of_tie = np.r_[values[1:] != values[:-1], True]
+        cur = labels[:, order]
+        f_cur = np.cumsum(cur, axis=1) / n_cur
+        f_ref = np.cumsum(~cur, axis=1) / n_ref
+        best = np.maximum(best, np.abs(f_cur - f_ref)[:, last_of_tie].max(axis=1))
+    return best
+
+
+def _classifier_rows(similarity: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Balanced leave-one-out accuracy of a kNN classifier telling current from reference chunks (each
+    chunk's NEIGHBOURS most similar other chunks vote, weighted by the inverse of their side's size)."""
+    sim = similarity.copy()
+    np.fill_diagonal(sim, -np.inf)
+    k = min(NEIGHBOURS, sim.shape[0] - 1)
+    neighbours = np.argpartition(-sim, k - 1, axis=1)[:, :k]
+    n_cur = labels[0].sum()
+    n_ref = labels.shape[1] - n_cur
+    votes_cur = labels[:, neighbours].sum(axis=2) / n_cur  # (rows, n, k) -> weighted votes per chunk
+    votes_ref = (~labels[:, neighbours]).sum(axis=2) / n_ref
+    predicted_cur = votes_cur > votes_ref
+    right_cur = (predicted_cur & labels).sum(axis=1) / n_cur
+    right_ref = (~predicted_cur & ~labels).sum(axis=1) / n_ref
+    return (right_cur + right_ref) / 2
+
+
+def _novel(similarity: np.ndarray, is_cur: np.ndarray) -> np.ndarray:
+    """Per current chunk: whether its nearest reference chunk is farther than the reference's own
+    NOVELTY_QUANTILE leave-one-out nearest-neighbour cosine."""
+    ref_ref = similarity[np.ix_(~is_cur, ~is_cur)].copy()
+    np.fill_diagonal(ref_ref, -np.inf)
+    level = np.quantile(ref_ref.max(axis=1), NOVELTY_QUANTILE)
+    return similarity[np.ix_(is_cur, ~is_cur)].max(axis=1) < level
+
+
+def _new_label_share(values: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """For every label row: the share of current chunks whose label (a category or a source) no reference
+    chunk has."""
+    codes = np.unique(values, return_inverse=True)[1]
+    out = np.empty(labels.shape[0])
+    for i, is_cur in enumerate(labels):
+        seen = np.zeros(codes.max() + 1, bool)
+        seen[codes[~is_cur]] = True
+        out[i] = float(np.mean(~seen[codes[is_cur]]))
+    return out
+
+
+def _counts(values: Sequence[str], limit: int = 4) -> str:
+    """"Sports 40, Politics 2" for the most common values (an empty value is "none")."""
+    common = pd.Series([v or "none" for v in values]).value_counts().head(limit)
+    return ", ".join(f"{name} {count}" for name, count in common.items())
+
+
+def _typical_titles(vectors: np.ndarray, titles: Sequence[str]) -> str:
+    """The titles of the chunks closest to their group's mean: the most typical of them, deduplicated."""
+    centre = vectors.mean(axis=0)
+    order = np.argsort(-(vectors @ centre), kind="stable")
+    picked = list(dict.fromkeys(titles[i] for i in order if titles[i]))[:MAX_EXAMPLES]
+    return "; ".join(f"'{t[:80]}'" for t in picked)
+
+
+def _describe(sample: Sample, mask: np.ndarray, what: str) -> str:
+    """What the masked chunks of `sample` are: how many, their categories and sources, typical titles."""
+    n = int(mask.sum())
+    if n == 0 or not len(sample.titles):
+        return ""
+    pick = lambda values: [values[i] for i in np.flatnonzero(mask)]  # noqa: E731
+    parts = [f"{n} {what}"]
+    if len(sample.categories):
+        parts.append(f"categories {_counts(pick(sample.categories))}")
+    if len(sample.sources):
+        parts.append(f"sources {_counts(pick(sample.sources))}")
+    parts.append(f"e.g. {_typical_titles(sample.vectors[mask], pick(sample.titles))}")
+    return ", ".join(parts)
+
+
+def _duplicates(reference: Sample, current: Sample) -> Verdict | None:
+    """The share of new chunks with a near copy elsewhere in the corpus against the reference chunks' own
+    share; one-sided Fisher exact test (exact under exchangeability of the chunks' flags)."""
+    if current.duplicate is None or reference.duplicate is None:
+        return None
+    cur, ref = np.asarray(current.duplicate, bool), np.asarray(reference.duplicate, bool)
+    table = [[int(cur.sum()), int((~cur).sum())], [int(ref.sum()), int((~ref).sum())]]
+    p = float(stats.fisher_exact(table, alternative="greater")[1])
+    null_q95 = float(stats.binom.ppf(0.95, cur.size, ref.mean()) / cur.size)
+    detail = _describe(current, cur, "near copies") if cur.mean() - ref.mean() > 0 else ""
+    return Verdict(DUPLICATES.name, float(cur.mean()), null_q95, float(ref.mean()), float(DUPLICATES.threshold),
+                   p, float(cur.mean() - ref.mean()), detail)
+
+
+def window_drift(reference: Sample, current: Sample, config: DriftConfig,
+                 thresholds: dict[str, float] | None = None) -> list[Verdict]:
+    """Every statistic of FAMILY that the samples support, each against its null at these sample sizes,
+    with Holm-adjusted p-values and verdicts. Both sides are first sampled to `config.sample_cap` rows.
+
+    The null of PSI, KS, the classifier, novelty and the new-label shares is the permutation null of the
+    side labels over the pooled chunks (`config.permutations` seeded draws); the principal components are
+    fitted on both sides together, so neither is favoured. Duplicates use Fisher's exact test."""
+    thresholds = thresholds or effect_thresholds(config)
+    rng = np.random.default_rng(config.seed)
+    keep_ref = _keep(len(reference), config.sample_cap, config.seed)
+    keep_cur = _keep(len(current), config.sample_cap, config.seed + 1)
+    reference, current = _subset(reference, keep_ref), _subset(current, keep_cur)
+    ref = _matrix(reference.vectors, "reference")
+    cur = _matrix(current.vectors, "current")
+    if ref.shape[1] != cur.shape[1]:
+        raise DriftError(f"reference has dimension {ref.shape[1]} but current has {cur.shape[1]}")
+    pooled = np.vstack([ref, cur])
+    labels = _labels(len(ref), len(cur), config.permutations, rng)
+    ref_proj, cur_proj = project(ref, cur, config.n_components, pooled=True)
+    proj = np.vstack([ref_proj, cur_proj])
+    with threadpool_limits(limits=1, user_api="blas"):
+        similarity = pooled @ pooled.T
+    psis = _psi_rows(proj, labels, config.bins, config.epsilon)
+    ks = _ks_rows(proj, labels)
+    accuracy = _classifier_rows(similarity, labels)
+    novel = np.array([_novel(similarity, row).mean() for row in labels])
+    is_novel = _novel(similarity, labels[0])
+    results = [
+        _verdict(PSI_MEAN, psis[0], psis[1:]),
+        _verdict(KS_MAX, ks[0], ks[1:]),
+        _verdict(CLASSIFIER, accuracy[0], accuracy[1:]),
+        _verdict(NOVELTY, novel[0], novel[1:], detail=_describe(current, is_novel, "novel chunks")),
+    ]
+    duplicates = _duplicates(reference, current)
+    if duplicates is not None:
+        results.append(duplicates)
+    for stat, ref_values, cur_values in ((NEW_CATEGORIES, reference.categories, current.categories),
+                                         (NEW_SOURCES, reference.sources, current.sources)):
+        if len(ref_values) and len(cur_values):
+            values = np.asarray([*ref_values, *cur_values], dtype=object)
+            shares = _new_label_share(values.astype(str), labels)
+            new = ~np.isin(np.asarray(cur_values, dtype=object).astype(str), np.asarray(ref_values, dtype=str))
+            results.append(_verdict(stat, shares[0], shares[1:],
+                                    detail=_describe(current, new, "chunks in what the reference lacks")))
+    return decide(results, config.alpha, thresholds)
+
+
+def effect_thresholds(config: DriftConfig) -> dict[str, float]:
+    """The effect-size line of each statistic, from the config."""
+    return {PSI_MEAN.name: config.psi_effect, KS_MAX.name: config.ks_effect,
+            CLASSIFIER.name: config.classifier_effect, NOVELTY.name: config.novelty_effect,
+            DUPLICATES.name: config.duplicate_effect, NEW_CATEGORIES.name: config.composition_effect,
+            NEW_SOURCES.name: config.composition_effect}
+
+
+def decide(results: Sequence[Verdict], alpha: float, thresholds: dict[str, float]) -> list[Verdict]:
+    """Holm over the statistics given; drifted = adjusted p < alpha and effect at or above its line."""
+    from pipeline.series import holm  # series imports the config only: no cycle at import time
+
+    adjusted = holm([r.p_value for r in results]) if results else []
+    out = []
+    for r, p in zip(results, adjusted):
+        line = thresholds.get(r.statistic, r.threshold)
+        drifted = p < alpha and r.effect >= line
+        out.append(dataclasses.replace(r, threshold=line, adjusted_p=p, verdict=DRIFTED if drifted else STABLE,
+                                       detail=r.detail if drifted else ""))
+    return out
+
+
+def not_enough(n_reference: int, n_current: int, config: DriftConfig) -> str | None:
+    """Why no verdict can be given at these sample sizes, or None when there is enough data."""
+    if n_current < config.min_current:
+        return f"not enough new data: {n_current} new chunks in the window (at least {config.min_current} needed)"
+    if n_reference < config.min_reference:
+        return (f"not enough reference data: {n_reference} chunks in the reference window "
+                f"(at least {config.min_reference} needed)")
+    return None
+
+
+def _keep(n: int, cap: int, seed: int) -> np.ndarray:
+    if n <= cap:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size=cap, replace=False))
+
+
+def _subset(sample: Sample, keep: np.ndarray) -> Sample:
+    pick = lambda values: [values[i] for i in keep] if len(values) else []  # noqa: E731
+    return Sample(np.asarray(sample.vectors)[keep], pick(sample.categories), pick(sample.sources),
+                  pick(sample.titles), None if sample.duplicate is None else np.asarray(sample.duplicate)[keep])

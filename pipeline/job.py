@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -128,36 +129,129 @@ def _top1_cosines(retriever: Retriever, rankings: dict[str, list[Ranking]],
     return rows
 
 
-def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: date, current: np.ndarray,
+@dataclass(frozen=True)
+class Window:
+    """Run dates (start, end], inclusive of end: the chunks of documents that entered or changed in them."""
+
+    start: date  # exclusive
+    end: date
+
+    def describe(self) -> tuple[str, str]:
+        return (self.start + timedelta(days=1)).isoformat(), self.end.isoformat()
+
+
+def drift_windows(config: Config, corpus: Corpus, run_date: date,
+                  snapshot: Sequence[StoredDocument]) -> tuple[Window, Window, list[StoredDocument]]:
+    """The reference window, the current window and the documents that entered in the current window.
+
+    The current window is the last `window_days` days up to the run date, grown a day at a time (up to
+    `max_window_days`) until its new documents hold `min_current` chunks; the reference window is the
+    `reference_days` days just before it, or those ending on the pinned reference date."""
+    d = config.drift
+    for days in range(d.window_days, d.max_window_days + 1):
+        current = Window(run_date - timedelta(days=days), run_date)
+        entered = _entered(corpus, current, snapshot)
+        if len(chunk_documents(config, entered)) >= d.min_current:
+            break
+    pinned = store.read_reference(config.data_dir)
+    end = pinned if pinned is not None and pinned <= current.start else current.start
+    return Window(end - timedelta(days=d.reference_days), end), current, entered
+
+
+def _entered(corpus: Corpus, window: Window, at_end: Sequence[StoredDocument] | None = None) -> list[StoredDocument]:
+    """The documents of the corpus at the window's end whose version is not the one of its start."""
+    before = {(s.document.id, s.content_hash) for s in corpus.snapshot(window.start)}
+    return [s for s in (at_end if at_end is not None else corpus.snapshot(window.end))
+            if (s.document.id, s.content_hash) not in before]
+
+
+def _sample(config: Config, documents: Sequence[StoredDocument], vectors_of: Callable[[list[Chunk]], np.ndarray],
+            duplicate: Callable[[np.ndarray, list[Chunk]], np.ndarray]) -> drift.Sample:
+    by_id = {s.document.id: s.document for s in documents}
+    chunks = chunk_documents(config, documents)
+    vectors = vectors_of(chunks)
+    docs = [by_id[c.doc_id] for c in chunks]
+    return drift.Sample(vectors, [d.categories[0] if d.categories else "" for d in docs],
+                        [d.source for d in docs], [d.title for d in docs], duplicate(vectors, chunks))
+
+
+def _near_copies(config: Config, snapshot: Sequence[StoredDocument], chunks: Sequence[Chunk], vectors: np.ndarray,
+                 seen_by: date) -> Callable[[np.ndarray, list[Chunk]], np.ndarray]:
+    """A function flagging, per chunk, a near copy (cosine >= drift.duplicate_cosine) among the chunks of
+    OTHER documents of the corpus first seen by `seen_by`."""
+    first_seen = {s.document.id: s.first_seen for s in snapshot}
+    keep = np.array([first_seen[c.doc_id] <= seen_by.isoformat() for c in chunks], bool)
+    pool, owners = vectors[keep], np.array([c.doc_id for c, k in zip(chunks, keep) if k], dtype=object)
+
+    def flags(sample: np.ndarray, sample_chunks: list[Chunk]) -> np.ndarray:
+        if not len(pool) or not len(sample):
+            return np.zeros(len(sample), bool)
+        similarity = sample @ pool.T
+        similarity[np.array([c.doc_id for c in sample_chunks], dtype=object)[:, None] == owners[None, :]] = -1
+        return similarity.max(axis=1) >= config.drift.duplicate_cosine
+
+    return flags
+
+
+def _rows(run_date: date, verdicts: Sequence[drift.Verdict], reference: Window, current: Window, n_ref: int,
+          n_cur: int, prefix: str = "") -> list[dict]:
+    start, end = reference.describe()
+    return [{"run_date": run_date.isoformat(), "statistic": prefix + v.statistic, "value": v.value,
+             "reference_date": end, "n_reference": n_ref, "n_current": n_cur, "reference_start": start,
+             "current_start": current.describe()[0],
+             "p_value": v.adjusted_p, "null_value": v.null_q95, "threshold": v.threshold, "verdict": v.verdict,
+             "detail": v.detail} for v in verdicts]
+
+
+def _short(statistics: Sequence[str], why: str) -> list[drift.Verdict]:
+    return [drift.Verdict(name, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, why,
+                          verdict=drift.NOT_ENOUGH_DATA) for name in statistics]
+
+
+def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: date,
+               snapshot: Sequence[StoredDocument], chunks: Sequence[Chunk], vectors: np.ndarray,
                top1: list[tuple[str, float]]) -> list[dict]:
-    """drift.csv rows: the current chunk embeddings against the reference date's, plus query drift."""
-    reference_date = store.read_reference(config.data_dir)
-    if reference_date is None:  # the first run pins itself as the reference until `rebaseline` moves it
-        reference_date = run_date
-        store.write_reference(config.data_dir, reference_date)
-    reference_chunks = chunk_documents(config, corpus.snapshot(reference_date))
-    reference = embed_cached(corpus, embedder, [c.text for c in reference_chunks]).vectors
-    stats: list[tuple[str, float]] = list(top1)
+    """drift.csv rows: what entered in the current window against the reference window (each statistic
+    with its null and verdict), Evidently and the top-1 cosines as context, and query-log drift."""
+    reference_window, current_window, entered = drift_windows(config, corpus, run_date, snapshot)
+    position = {c.id: i for i, c in enumerate(chunks)}
+
+    def vectors_of(sample_chunks: list[Chunk]) -> np.ndarray:
+        if all(c.id in position for c in sample_chunks):
+            return vectors[[position[c.id] for c in sample_chunks]].reshape(len(sample_chunks), vectors.shape[1])
+        return embed_cached(corpus, embedder, [c.text for c in sample_chunks]).vectors
+
+    current = _sample(config, entered, vectors_of,
+                      _near_copies(config, snapshot, chunks, vectors, run_date))
+    reference_docs = _entered(corpus, reference_window)
+    reference = _sample(config, reference_docs, lambda cs: embed_cached(corpus, embedder, [c.text for c in cs]).vectors,
+                        _near_copies(config, snapshot, chunks, vectors, reference_window.end))
     n_ref, n_cur = len(reference), len(current)
-    if n_ref >= 2 and n_cur >= 2:
-        measured = drift.embedding_drift(reference, current, config.drift)
-        stats += measured.rows()
-        n_ref, n_cur = measured.n_reference, measured.n_current
-        if config.drift.evidently:
-            stats += drift.evidently_embedding_drift(reference, current, config.drift.seed,
-                                                     min(config.drift.sample_cap, drift.EVIDENTLY_SAMPLE_CAP)).rows()
-    rows = [{"run_date": run_date.isoformat(), "statistic": name, "value": value,
-             "reference_date": reference_date.isoformat(), "n_reference": n_ref, "n_current": n_cur}
-            for name, value in stats]
+    why = drift.not_enough(n_ref, n_cur, config.drift)
+    names = [s.name for s in drift.FAMILY]
+    verdicts = _short(names, why) if why else drift.window_drift(reference, current, config.drift)
+    context = [drift.Verdict(name, value, math.nan, math.nan, math.nan, math.nan, math.nan, verdict=drift.CONTEXT)
+               for name, value in top1]
+    if config.drift.evidently and not why:
+        context += [drift.Verdict(name, value, math.nan, math.nan, math.nan, math.nan, math.nan,
+                                  verdict=drift.CONTEXT)
+                    for name, value in drift.evidently_embedding_drift(
+                        reference.vectors, current.vectors, config.drift.seed,
+                        min(config.drift.sample_cap, drift.EVIDENTLY_SAMPLE_CAP)).rows()]
+    rows = _rows(run_date, [*verdicts, *context], reference_window, current_window, n_ref, n_cur)
     if config.drift.query_log is not None:
         window = drift.read_query_log(config.drift.query_log, run_date, config.drift.query_window_days)
-        if len(window.reference) >= 2 and len(window.current) >= 2:
+        why = drift.not_enough(len(window.reference), len(window.current), config.drift)
+        if why:
+            query = _short(names[:4], why)
+        else:
             ref_q = embed_cached(corpus, embedder, window.reference).vectors
             cur_q = embed_cached(corpus, embedder, window.current).vectors
-            measured = drift.embedding_drift(ref_q, cur_q, config.drift)
-            rows += [{"run_date": run_date.isoformat(), "statistic": name, "value": value,
-                      "reference_date": "", "n_reference": measured.n_reference, "n_current": measured.n_current}
-                     for name, value in measured.rows(prefix=drift.QUERY_PREFIX)]
+            query = drift.window_drift(drift.Sample(ref_q), drift.Sample(cur_q), config.drift)
+        query_current = Window(run_date - timedelta(days=config.drift.query_window_days), run_date)
+        query_reference = Window(date.min, query_current.start)
+        rows += _rows(run_date, query, query_reference, query_current, len(window.reference), len(window.current),
+                      drift.QUERY_PREFIX)
     return rows
 
 
@@ -173,7 +267,7 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict) -> tuple[list
     stored = store.read(data_dir, store.ALERTS)
     alerts = evaluate_alerts(run_date, store.read_metrics(data_dir), store.read_per_question(data_dir),
                              store.read(data_dir, store.DRIFT), runs, config.alerts, config.retrieval.k,
-                             stored[stored["run_date"] < pd.Timestamp(run_date)])
+                             stored[stored["run_date"] < pd.Timestamp(run_date)], config.drift)
     same_day = stored[stored["run_date"] == pd.Timestamp(run_date)]
     seen = set(zip(same_day["rule"], same_day["pipeline"].fillna(""), same_day["metric"].fillna("")))
     return alerts, [a for a in alerts if a.new and a.key not in seen]
@@ -204,7 +298,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         metric_rows, question_rows = evaluate_pipelines(config, retriever, gold, queries.vectors, present, run_date,
                                                         rankings)
         top1 = _top1_cosines(retriever, rankings, queries.vectors, embedded.vectors)
-        drift_table = drift_rows(config, corpus, embedder, run_date, embedded.vectors, top1)
+        drift_table = drift_rows(config, corpus, embedder, run_date, snapshot, chunks, embedded.vectors, top1)
         counts = corpus.counts(run_date)
         fetched = [o for o in outcomes if not o.replayed]
         failed = [o for o in fetched if not o.ok]  # sources.collect has logged each with its URL

@@ -22,6 +22,50 @@ MEAN_NAMES = {
     "ndcg": "ndcg",
     "unjudged": "unjudged",
 }
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """One metric of the registry: its metrics.csv name, per_question.csv column, label and direction."""
+
+    name: str  # metrics.csv's metric name, e.g. "mrr"
+    column: str  # per_question.csv's column, e.g. "rr"
+    label: str
+    higher_is_better: bool = True
+
+    def series(self, k: int) -> str:
+        """The series name of this metric at k, as alerts.csv and the config write it: "mrr@5"."""
+        return f"{self.name}@{k}"
+
+
+REGISTRY: dict[str, MetricInfo] = {info.name: info for info in (
+    MetricInfo("hit", "hit", "Hit"),
+    MetricInfo("recall", "recall", "Recall"),
+    MetricInfo("precision", "precision", "Precision"),
+    MetricInfo("mrr", "rr", "MRR"),
+    MetricInfo("ndcg", "ndcg", "nDCG"),
+    MetricInfo("unjudged", "unjudged", "Unjudged", higher_is_better=False),
+)}
+# Watched by the drop and slow-drift rules unless alerts.metrics says otherwise (at the default k, see config).
+DEFAULT_WATCHED = ("hit", "recall", "mrr", "ndcg")
+
+
+def metric_info(name: str) -> MetricInfo:
+    """The registry entry of a metrics.csv name; the error lists the valid names."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown metric {name!r} (valid: {', '.join(REGISTRY)})") from None
+
+
+def parse_series(name: str) -> tuple[MetricInfo, int]:
+    """"recall@5" -> (recall's entry, 5)."""
+    metric, _, k = name.partition("@")
+    if metric not in REGISTRY or not k.isdigit() or int(k) < 1:
+        raise ValueError(f"{name!r} is not metric@k with a metric in {', '.join(REGISTRY)}")
+    return REGISTRY[metric], int(k)
+
+
 RELEVANCE_METRICS = METRICS[:-1]  # undefined (NaN) for a question without relevant docs
 NO_RELEVANT_RANK = 0  # first_relevant_rank when no relevant doc was retrieved
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline import store, views
-from pipeline.alerts import ALERT, ONGOING_PREFIX, WARNING
+from pipeline.alerts import ALERT, WARNING, is_new
 from pipeline.charts import SEVERITY_COLOURS, colour_map
 
 REVIEW_METRICS = ("hit", "recall", "mrr", "ndcg", "unjudged")  # the summary table's columns
@@ -198,7 +198,7 @@ def _alerts_section(review: WeeklyReview) -> str:
     alerts = review.alerts
     if alerts.empty:
         return '<p class="note">No alert fired this week.</p>'
-    new = ~alerts[views.MESSAGE].str.startswith(ONGOING_PREFIX)
+    new = is_new(alerts)
     counts = alerts.assign(new=new).groupby(views.SEVERITY)["new"].agg(["size", "sum"])
     lines = ", ".join(f"{int(counts.at[s, 'size'])} {s} rows ({int(counts.at[s, 'sum'])} new)"
                       for s in (ALERT, WARNING) if s in counts.index)

@@ -43,10 +43,11 @@ PER_QUESTION_COLUMNS = (
     "run_date", "pipeline", "k", "question_id", "hit", "recall", "precision", "rr", "ndcg",
     "unjudged", "first_relevant_rank", "top1_score", "retrieved", "gold_missing",
 )
-DRIFT_COLUMNS = ("run_date", "statistic", "value", "reference_date", "n_reference", "n_current")
+DRIFT_COLUMNS = ("run_date", "statistic", "value", "reference_date", "n_reference", "n_current",
+                 "reference_start", "current_start", "p_value", "null_value", "threshold", "verdict", "detail")
 ALERTS_COLUMNS = (
     "run_date", "rule", "pipeline", "metric", "value", "baseline", "change_pct", "threshold",
-    "severity", "message",
+    "severity", "message", "since", "p_value",
 )
 
 SCHEMAS: dict[str, tuple[str, ...]] = {
@@ -59,7 +60,8 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
 
 # Column types for the readers; columns not listed are numbers (float) or, for the text ones below, str.
 _TEXT = {"run_id", "started_at", "finished_at", "status", "model", "config_hash", "events", "pipeline",
-         "metric", "question_id", "retrieved", "statistic", "reference_date", "rule", "severity", "message"}
+         "metric", "question_id", "retrieved", "statistic", "reference_date", "rule", "severity", "message",
+         "reference_start", "current_start", "verdict", "detail", "since"}
 _INT = {"feeds_ok", "feeds_failed", "docs_new", "docs_updated", "docs_deleted", "docs_total",
         "chunks_total", "chunks_embedded", "k", "n_questions", "first_relevant_rank", "gold_missing",
         "n_reference", "n_current"}

@@ -18,7 +18,9 @@ import numpy as np
 import pandas as pd
 
 from pipeline import store
-from pipeline.alerts import ALERT, MIN_BASELINE, PER_QUESTION_COLUMN, RISE, WARNING, direction_of, drop_threshold
+from pipeline import series
+from pipeline.alerts import ALERT, WARNING
+from pipeline.metrics import metric_info
 from pipeline.config import (DEFAULT_CONFIG_FILE, ENV_CONFIG, ENV_DATA_DIR, AlertsConfig, Config, load_config)
 from pipeline.corpus import CORPUS_FILE, Corpus, CorpusError, text_hash
 from pipeline.demo import DEMO_CONFIG
@@ -259,31 +261,37 @@ def headline(metrics: pd.DataFrame, alerts: pd.DataFrame, k: int, window: int,
     return today.sort_values(["_p", "_m"])[columns].reset_index(drop=True)
 
 
-def trend(metrics: pd.DataFrame, metric: str, k: int, pipelines: Sequence[str], config: AlertsConfig,
-          ks: Sequence[int], start: date | None = None, end: date | None = None) -> pd.DataFrame:
-    """A metric@k series per pipeline with what the alert rules compare it against: the trailing mean of
-    the previous `window` runs, the sigma band (mean -/+ sigma sd, once the window is full), the drop
-    threshold (the mean moved by the drop setting in the harmful direction, once MIN_BASELINE runs are in)
-    and the configured floor. Computed over the whole history, then cut to [start, end]."""
+def trend(metrics: pd.DataFrame, per_question: pd.DataFrame, metric: str, k: int, pipelines: Sequence[str],
+          config: AlertsConfig, ks: Sequence[int], start: date | None = None, end: date | None = None) -> pd.DataFrame:
+    """A metric@k series per pipeline with what the rules compare it against, from `series.bands` (the same
+    functions the rules call): for a watched series the drop rule's baseline and firing edge and the
+    slow-drift rule's reference, moving mean and edge; for every series its configured floor. Computed over
+    the whole history, then cut to [start, end]."""
     name = series_name(metric, k)
+    info = metric_info(metric)
     rows = metrics[(metrics[METRIC] == metric) & (metrics[K] == k) & metrics[PIPELINE].isin(list(pipelines))]
-    frame = with_trailing(rows, config.window)
-    full = frame["trailing_n"] >= config.window
-    enough = frame["trailing_n"] >= min(MIN_BASELINE, config.window)
-    spread = config.sigma * frame["trailing_std"]
-    frame["band_low"] = (frame["trailing_mean"] - spread).where(full)
-    frame["band_high"] = (frame["trailing_mean"] + spread).where(full)
-    sign = 1 if direction_of(metric) == RISE else -1
-    frame["threshold"] = (frame["trailing_mean"] * (1 + sign * drop_threshold(config, name))).where(enough)
+    frame = rows[[RUN_DATE, PIPELINE, VALUE]].copy()
+    watched = name in config.watched(tuple(ks))
+    if watched and len(frame):
+        n_tests = len(series.keys(config, ks, values_of(metrics, PIPELINE)))
+        drawn = pd.concat([series.bands(per_question, series.SeriesKey(p, info, k), config, n_tests)
+                           for p in values_of(rows, PIPELINE)], ignore_index=True)
+        frame = frame.merge(drawn, on=[RUN_DATE, PIPELINE], how="left")
+    else:
+        for column in BAND_COLUMNS:
+            frame[column] = math.nan
     frame["floor"] = config.floors.get(name, math.nan)
-    frame["watched"] = name in config.watched(tuple(ks))
+    frame["watched"] = watched
     return between(frame, start, end).sort_values([PIPELINE, RUN_DATE], kind="stable").reset_index(drop=True)
 
 
+BAND_COLUMNS = ("baseline", "edge", "reference", "ewma", "reference_edge")
+
+
 def threshold_note(metric: str, k: int, config: AlertsConfig) -> str:
-    """How the drop threshold of a metric@k sits against its trailing mean, e.g. "10% below the trailing mean"."""
-    side = "above" if direction_of(metric) == RISE else "below"
-    return f"{drop_threshold(config, series_name(metric, k)):.0%} {side} the trailing mean"
+    """How the drop rule's edge sits against its baseline, e.g. "10% below the baseline and past the noise"."""
+    side = "below" if metric_info(metric).higher_is_better else "above"
+    return f"{series.drop_threshold(config, series_name(metric, k)):.0%} {side} the baseline and past its noise"
 
 
 def metric_series(metrics: pd.DataFrame, metric: str, k: int) -> pd.DataFrame:
@@ -297,9 +305,7 @@ def metric_series(metrics: pd.DataFrame, metric: str, k: int) -> pd.DataFrame:
 
 def question_column(metric: str) -> str:
     """metrics.csv's metric name -> its per_question.csv column ("mrr" -> "rr")."""
-    if metric not in PER_QUESTION_COLUMN:
-        raise ValueError(f"unknown metric {metric!r} (valid: {', '.join(PER_QUESTION_COLUMN)})")
-    return PER_QUESTION_COLUMN[metric]
+    return metric_info(metric).column
 
 
 def _slice(per_question: pd.DataFrame, pipeline: str, k: int) -> pd.DataFrame:
@@ -328,7 +334,7 @@ def question_changes(per_question: pd.DataFrame, pipeline: str, k: int, metric: 
     out["then"] = get(value, then).astype(float)
     out["now"] = get(value, now).astype(float)
     out["change"] = out["now"] - out["then"]
-    out["harm"] = out["change"] if direction_of(metric) == RISE else -out["change"]
+    out["harm"] = -out["change"] if metric_info(metric).higher_is_better else out["change"]
     out["rank_then"] = get(rank, then).astype("Int64")
     out["rank_now"] = get(rank, now).astype("Int64")
     out["rank_worse"] = (_rank_key(out["rank_now"]) > _rank_key(out["rank_then"])) & out["rank_then"].notna() \
@@ -444,6 +450,49 @@ def drift_series(drift: pd.DataFrame, statistics: Sequence[str]) -> pd.DataFrame
     rows = drift[drift[STATISTIC].isin(list(statistics))]
     rows = rows.assign(_order=rows[STATISTIC].map(order)).sort_values(["_order", RUN_DATE], kind="stable")
     return rows[[RUN_DATE, STATISTIC, VALUE]].reset_index(drop=True)
+
+
+VERDICT_COLUMNS = ("statistic", "value", "null 95%", "effect line", "p (Holm)", "verdict", "what is new")
+
+
+def drift_verdicts(drift: pd.DataFrame, day: date | None = None) -> pd.DataFrame:
+    """The Drift page's verdict table for one run (the latest when `day` is None): per statistic of the
+    family, its value, its null's 95% quantile at that run's sample sizes, the effect-size line, the
+    Holm-adjusted p-value, the verdict and, when drifted, what is new. Context statistics are left out."""
+    from pipeline.drift import CONTEXT
+
+    if drift.empty:
+        return pd.DataFrame(columns=list(VERDICT_COLUMNS))
+    when = pd.Timestamp(day) if day is not None else drift[RUN_DATE].max()
+    rows = drift[(drift[RUN_DATE] == when) & (drift["verdict"].fillna("") != CONTEXT)]
+    rows = rows[~rows[STATISTIC].astype(str).str.startswith("query_")]
+    return pd.DataFrame({
+        "statistic": rows[STATISTIC], "value": rows[VALUE], "null 95%": rows["null_value"],
+        "effect line": rows["threshold"], "p (Holm)": rows["p_value"],
+        "verdict": rows["verdict"].str.replace("_", " "), "what is new": rows["detail"].fillna(""),
+    }).reset_index(drop=True)
+
+
+def drift_window(drift: pd.DataFrame, day: date | None = None) -> dict[str, object]:
+    """What one run's drift rows compared: current window start, reference window, sample sizes."""
+    if drift.empty:
+        return {}
+    when = pd.Timestamp(day) if day is not None else drift[RUN_DATE].max()
+    rows = drift[drift[RUN_DATE] == when]
+    if rows.empty:
+        return {}
+    first = rows.iloc[0]
+    return {"run_date": when.date(), "current_start": first["current_start"], "reference_start": first["reference_start"],
+            "reference_end": first[REFERENCE_DATE], "n_current": first["n_current"], "n_reference": first["n_reference"]}
+
+
+def drift_against_null(drift: pd.DataFrame, statistic: str) -> pd.DataFrame:
+    """One statistic and its null's 95% quantile over time (long: run_date, statistic, value)."""
+    rows = drift[drift[STATISTIC] == statistic].sort_values(RUN_DATE, kind="stable")
+    value = rows[[RUN_DATE, VALUE]].assign(**{STATISTIC: statistic})
+    null = rows[[RUN_DATE, "null_value"]].rename(columns={"null_value": VALUE}).assign(
+        **{STATISTIC: f"{statistic}, no-drift 95%"})
+    return pd.concat([value, null], ignore_index=True)[[RUN_DATE, STATISTIC, VALUE]]
 
 
 def top1_statistics(drift: pd.DataFrame) -> dict[str, str]:
@@ -592,7 +641,7 @@ def weekly_means(metrics: pd.DataFrame, week: str) -> pd.DataFrame:
     out = pd.concat([mean, previous.reindex(mean.index)], axis=1).reset_index()
     out["change"] = out["mean"] - out["previous"]
     out["change_pct"] = (out["change"] / out["previous"].abs().replace(0, np.nan)) * 100
-    rising_is_good = out[METRIC].map(lambda m: direction_of(m) != RISE)
+    rising_is_good = out[METRIC].map(lambda m: metric_info(m).higher_is_better)
     better = np.where(out["change"] > 0, rising_is_good, ~rising_is_good)
     out["better"] = pd.Series(better, index=out.index, dtype=object).where((out["change"].fillna(0) != 0), None)
     return out.sort_values([METRIC, K, PIPELINE], kind="stable").reset_index(drop=True)
@@ -610,7 +659,7 @@ def week_regressions(per_question: pd.DataFrame, week: str, k: int, metric: str 
     previous = before.groupby(keys)[column].mean().rename("previous")
     out = pd.concat([previous, mean], axis=1, join="inner").reset_index()
     out["change"] = out["mean"] - out["previous"]
-    harm = out["change"] if direction_of(metric) == RISE else -out["change"]
+    harm = -out["change"] if metric_info(metric).higher_is_better else out["change"]
     out = out[harm > 0].assign(_harm=harm[harm > 0])
     out = out.sort_values(["_harm", PIPELINE, QUESTION_ID], ascending=[False, True, True], kind="stable")
     return out.drop(columns="_harm").head(top).reset_index(drop=True)
