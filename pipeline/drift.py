@@ -1,5 +1,8 @@
-"""Embedding drift between a reference and a current sample: PSI, KL and KS on the reference's principal
-components, Evidently's domain-classifier test, the dense top-1 cosine, and the query-log reader."""
+"""Drift of what changed: the chunks new in the current window against those of a reference window (disjoint
+samples), by PSI and KS on principal components fitted on both, a kNN domain classifier, novel content,
+near copies and new categories or sources, each with its null at the actual sample sizes (a permutation
+null, or Fisher's exact test) and a verdict after Holm's correction and an effect-size line; Evidently's
+classifier and the top-1 cosine as context; the query-log reader."""
 
 from __future__ import annotations
 
@@ -32,30 +35,10 @@ class DriftError(DriftwatchError):
 
 @dataclass(frozen=True)
 class Statistic:
-    """A statistic's descriptor: its name in drift.csv and the default level that signals drift."""
+    """A statistic's descriptor: its name in drift.csv and its default effect-size line (None: context only)."""
 
     name: str
-    threshold: float | None = None  # None: context for the other statistics, no drift signal on its own
-    drift_below: bool = False  # p-values (and similarity) signal drift when low
-
-    def drifted(self, value: float) -> bool | None:
-        """Whether `value` crosses the default threshold (>= it, or < it when `drift_below`); None without one."""
-        if self.threshold is None:
-            return None
-        return value < self.threshold if self.drift_below else value >= self.threshold
-
-
-# One-dimensional statistics (the pure functions below).
-PSI = Statistic("psi", 0.2)  # the usual reading: < 0.1 stable, 0.1-0.2 moderate, >= 0.2 significant shift
-KL = Statistic("kl", 0.1)  # Evidently's default for its KL stattest
-KS = Statistic("ks_pvalue", 0.05, drift_below=True)
-
-Row = tuple[str, float]  # (statistic, value) as written to drift.csv
-
-
-class KsResult(NamedTuple):
-    statistic: float
-    pvalue: float
+    threshold: float | None = None
 
 
 class QueryWindow(NamedTuple):
@@ -69,7 +52,7 @@ class EvidentlyDrift:
     drifted: bool  # AUC above the 95th percentile of random-guess AUCs on the same test split
     method: str
 
-    def rows(self, prefix: str = "") -> list[Row]:
+    def rows(self, prefix: str = "") -> list[tuple[str, float]]:
         return [(prefix + EVIDENTLY_SCORE.name, float(self.score)),
                 (prefix + EVIDENTLY_DRIFTED.name, float(self.drifted))]
 
@@ -105,10 +88,7 @@ def sample_rows(matrix: np.ndarray, cap: int, seed: int) -> np.ndarray:
     when it has no more than `cap` rows. Two matrices of the same length sampled with one seed keep the same rows."""
     if cap < 1:
         raise ValueError(f"cap must be >= 1, got {cap}")
-    if matrix.shape[0] <= cap:
-        return matrix
-    keep = np.random.default_rng(seed).choice(matrix.shape[0], size=cap, replace=False)
-    return matrix[np.sort(keep)]
+    return matrix if matrix.shape[0] <= cap else matrix[_keep(matrix.shape[0], cap, seed)]
 
 
 def project(reference: np.ndarray, current: np.ndarray, n_components: int,
@@ -168,34 +148,6 @@ def psi(reference: Sequence[float] | np.ndarray, current: Sequence[float] | np.n
     KL(current || reference) + KL(reference || current)."""
     ref, cur = _shares(reference, current, bins, epsilon)
     return float(np.sum((cur - ref) * np.log(cur / ref)))
-
-
-def kl_divergence(reference: Sequence[float] | np.ndarray, current: Sequence[float] | np.ndarray,
-                  bins: int = 10, epsilon: float = 1e-4) -> float:
-    """KL(current || reference) = sum(cur * ln(cur / ref)) on PSI's bins and shares: how surprising the
-    current sample is to a model fitted on the reference."""
-    ref, cur = _shares(reference, current, bins, epsilon)
-    return float(np.sum(cur * np.log(cur / ref)))
-
-
-def expected_psi_no_drift(bins: int, n_reference: int, n_current: int) -> float:
-    """PSI's expected value when both samples come from one distribution (its small-sample bias):
-    (bins - 1) * (1/n_reference + 1/n_current), from PSI ~ (1/n_ref + 1/n_cur) * chi2(bins - 1)."""
-    if n_reference < 1 or n_current < 1:
-        raise ValueError(f"sample sizes must be >= 1, got {n_reference} and {n_current}")
-    return (bins - 1) * (1 / n_reference + 1 / n_current)
-
-
-def ks_test(reference: Sequence[float] | np.ndarray, current: Sequence[float] | np.ndarray) -> KsResult:
-    """Two-sided two-sample Kolmogorov-Smirnov test (scipy.stats.ks_2samp, method "auto")."""
-    result = stats.ks_2samp(_sample(reference, "reference"), _sample(current, "current"),
-                            alternative="two-sided")
-    return KsResult(float(result.statistic), float(result.pvalue))
-
-
-def bonferroni(pvalue: float, n_tests: int) -> float:
-    """The smallest of `n_tests` p-values adjusted for having looked at all of them: min(1, p * n_tests)."""
-    return min(1.0, pvalue * n_tests)
 
 
 def evidently_embedding_drift(reference: np.ndarray, current: np.ndarray, seed: int,
@@ -312,7 +264,7 @@ NEW_SOURCES = Statistic("new_source_share", 0.25)  # new chunks from sources the
 FAMILY = (PSI_MEAN, KS_MAX, CLASSIFIER, NOVELTY, DUPLICATES, NEW_CATEGORIES, NEW_SOURCES)
 EVIDENTLY_SCORE = Statistic("evidently_model_auc")  # context: Evidently's own bootstrap decides its flag
 EVIDENTLY_DRIFTED = Statistic("evidently_drifted")
-TOP1_COSINE = Statistic("top1_cosine", drift_below=True)  # context, per dense pipeline
+TOP1_COSINE = Statistic("top1_cosine")  # context, per dense pipeline
 
 NOVELTY_QUANTILE = 0.05  # a chunk is novel below the reference's own 5% leave-one-out nearest-neighbour cosine
 NEIGHBOURS = 5  # the kNN domain classifier's k

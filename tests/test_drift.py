@@ -1,9 +1,9 @@
-"""Drift statistics: hand-computed PSI/KL, tables of (reference, current, expected, drifted), differential tests
-against scipy and scikit-learn, embedding drift on synthetic embeddings, Evidently, and the query-log reader."""
+"""Drift statistics: hand-computed PSI, tables of (reference, current, expected, drifted), differential tests
+against scipy and scikit-learn, the window statistics with their permutation nulls (seeded null simulations
+and power on synthetic embeddings), Evidently, and the query-log reader."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from datetime import date
@@ -15,29 +15,35 @@ from sklearn.decomposition import PCA
 
 from pipeline.config import DriftConfig
 from pipeline.drift import (
-    EMBEDDING_STATISTICS,
+    CLASSIFIER,
+    DRIFTED,
+    DUPLICATES,
     EVIDENTLY_METHOD,
-    KL,
-    KS_MIN_P,
-    PSI,
-    QUERY_PREFIX,
-    STATISTICS,
+    FAMILY,
+    KS_MAX,
+    NEW_CATEGORIES,
+    NOVELTY,
+    PSI_MEAN,
+    STABLE,
     DriftError,
-    EmbeddingDrift,
-    KsResult,
     QueryWindow,
-    bonferroni,
-    embedding_drift,
+    Sample,
+    Verdict,
+    _classifier_rows,
+    _ks_rows,
+    _labels,
+    _new_label_share,
+    _psi_rows,
+    decide,
     evidently_embedding_drift,
-    expected_psi_no_drift,
-    kl_divergence,
-    ks_test,
+    not_enough,
     parse_query_log,
     project,
     psi,
     query_top1_cosine,
     read_query_log,
     sample_rows,
+    window_drift,
 )
 
 E = 1e-4  # DriftConfig's default epsilon, the share of an empty bin before renormalising
@@ -70,27 +76,10 @@ def psi_of(r: list[float], c: list[float]) -> float:
 # --- names and descriptors ---------------------------------------------------------------------------------
 
 
-def test_statistic_names_are_fixed_and_unique():
-    assert [s.name for s in EMBEDDING_STATISTICS] == [
-        "psi_mean", "psi_max", "psi_expected", "kl_mean", "kl_max", "ks_max", "ks_min_p_bonferroni"]
-    names = [s.name for s in STATISTICS]
-    assert len(set(names)) == len(names)
+# --- PSI -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value, expected", [(0.19, False), (0.2, True), (0.5, True)])
-def test_descriptor_threshold_is_inclusive_above(value, expected):
-    assert PSI.drifted(value) is expected
-
-
-@pytest.mark.parametrize("value, expected", [(0.049, True), (0.05, False), (1.0, False)])
-def test_pvalue_descriptor_signals_drift_below(value, expected):
-    assert KS_MIN_P.drifted(value) is expected
-
-
-# --- PSI and KL ----------------------------------------------------------------------------------------------
-
-
-def test_psi_and_kl_by_hand_on_quartiles():
+def test_psi_by_hand_on_quartiles():
     # Reference 0..7: quartile edges 1.75, 3.5, 5.25, so the bins hold {0,1} {2,3} {4,5} {6,7}: 1/4 each.
     # Current: four 0s, then 2, 3 | 4, 5 | nothing: shares 1/2, 1/4, 1/4, epsilon, renormalised.
     reference = np.arange(8.0)
@@ -99,9 +88,7 @@ def test_psi_and_kl_by_hand_on_quartiles():
     r = 1 / 4
     expected_psi = ((c0 - r) * math.log(c0 / r) + (c1 - r) * math.log(c1 / r)
                     + (c2 - r) * math.log(c2 / r) + (c3 - r) * math.log(c3 / r))
-    expected_kl = c0 * math.log(c0 / r) + c1 * math.log(c1 / r) + c2 * math.log(c2 / r) + c3 * math.log(c3 / r)
     assert psi(reference, current, bins=4, epsilon=E) == pytest.approx(expected_psi, rel=1e-12)
-    assert kl_divergence(reference, current, bins=4, epsilon=E) == pytest.approx(expected_kl, rel=1e-12)
 
 
 PSI_TABLE = {
@@ -133,42 +120,25 @@ PSI_TABLE = {
 def test_psi_table(reference, current, expected, drifted):
     value = psi(reference, current, bins=10, epsilon=E)
     assert value == pytest.approx(expected, rel=1e-12, abs=1e-15)
-    assert PSI.drifted(value) is drifted
+    assert (value >= PSI_MEAN.threshold) is drifted
 
 
 def test_identical_arrays_give_exactly_zero():
     sample = np.random.default_rng(0).standard_normal(333)
     assert psi(sample, sample.copy()) == 0.0
-    assert kl_divergence(sample, sample.copy()) == 0.0
-
-
-def test_same_distribution_psi_is_near_its_no_drift_expectation():
-    values = [psi(np.random.default_rng(s).standard_normal(1000), np.random.default_rng(1000 + s).standard_normal(1000))
-              for s in range(40)]
-    assert np.mean(values) == pytest.approx(expected_psi_no_drift(10, 1000, 1000), rel=0.2)
-    assert max(values) < PSI.threshold
 
 
 def test_clearly_shifted_distribution_psi_is_above_alert_level():
     rng = np.random.default_rng(0)
-    assert psi(rng.standard_normal(5000), rng.standard_normal(5000) + 1.0) > PSI.threshold
+    assert psi(rng.standard_normal(5000), rng.standard_normal(5000) + 1.0) > PSI_MEAN.threshold
 
 
-def test_kl_direction_is_current_given_reference():
-    # Reference spread over four quartile bins, current all in the first: KL(cur||ref) = ln(4)-ish, while
-    # KL(ref||cur) would be dominated by three empty bins (ln(1/epsilon)).
-    c0, ce, r = 1 / (1 + 3 * E), E / (1 + 3 * E), 1 / 4
-    expected = c0 * math.log(c0 / r) + 3 * ce * math.log(ce / r)
-    assert kl_divergence(np.arange(8.0), np.zeros(8), bins=4) == pytest.approx(expected, rel=1e-12)
-
-
-def test_psi_and_kl_against_scipy_entropy():
+def test_psi_against_scipy_entropy():
     rng = np.random.default_rng(7)
     reference, current = rng.standard_normal(400), rng.standard_normal(300) * 1.3 + 0.4
     edges = np.quantile(reference, np.arange(1, 10) / 10)
     counts = [np.bincount(np.searchsorted(edges, x, side="right"), minlength=10) for x in (reference, current)]
     ref_share, cur_share = [np.where(c == 0, E, c / c.sum()) for c in counts]  # entropy() renormalises
-    assert kl_divergence(reference, current, epsilon=E) == pytest.approx(stats.entropy(cur_share, ref_share), rel=1e-12)
     assert psi(reference, current, epsilon=E) == pytest.approx(
         stats.entropy(cur_share, ref_share) + stats.entropy(ref_share, cur_share), rel=1e-12)
 
@@ -183,39 +153,6 @@ def test_unusable_samples_are_refused(reference, current):
 def test_bad_parameters_are_refused(bins, epsilon):
     with pytest.raises(ValueError):
         psi([1.0, 2.0], [1.0, 2.0], bins=bins, epsilon=epsilon)
-
-
-def test_expected_psi_no_drift_formula():
-    assert expected_psi_no_drift(10, 1000, 500) == (10 - 1) * (1 / 1000 + 1 / 500)
-    assert expected_psi_no_drift(4, 50, 50) == 3 * (1 / 50 + 1 / 50)
-
-
-# --- KS ------------------------------------------------------------------------------------------------------
-
-KS_EXAMPLES = {
-    "separated": ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]),
-    "interleaved": ([1.0, 3.0, 5.0, 7.0], [2.0, 4.0, 6.0]),
-    "ties": ([0.0, 0.0, 1.0, 1.0, 2.0], [0.0, 1.0, 1.0, 1.0]),
-    "identical-constant": ([0.0] * 5, [0.0] * 5),
-    "normal": (np.random.default_rng(1).standard_normal(200), np.random.default_rng(2).standard_normal(150) + 0.3),
-}
-
-
-@pytest.mark.parametrize("reference, current", KS_EXAMPLES.values(), ids=KS_EXAMPLES)
-def test_ks_equals_scipy(reference, current):
-    expected = stats.ks_2samp(reference, current, alternative="two-sided")
-    assert ks_test(reference, current) == KsResult(expected.statistic, expected.pvalue)
-
-
-def test_ks_by_hand_on_separated_samples():
-    # All 3 current values above all 3 reference ones: D = 1, and exactly 2 of the C(6, 3) orderings are as
-    # extreme (all below, all above).
-    assert ks_test([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]) == pytest.approx((1.0, 2 / math.comb(6, 3)))
-
-
-@pytest.mark.parametrize("pvalue, n_tests, expected", [(0.01, 10, 0.01 * 10), (0.2, 10, 1.0), (0.03, 1, 0.03)])
-def test_bonferroni(pvalue, n_tests, expected):
-    assert bonferroni(pvalue, n_tests) == pytest.approx(expected)
 
 
 # --- sampling and projection ---------------------------------------------------------------------------------
@@ -265,75 +202,135 @@ def test_pooled_components_come_from_both_sides():
 ])
 def test_bad_matrices_are_refused(reference, current, message):
     with pytest.raises(DriftError, match=message):
-        embedding_drift(reference, current, DriftConfig())
+        window_drift(Sample(reference), Sample(current), DriftConfig(permutations=99))
 
 
-# --- embedding drift -----------------------------------------------------------------------------------------
+# --- drift of what changed: the window statistics and their nulls ---------------------------------------
+
+FAST = DriftConfig(permutations=199)
 
 
-def test_same_distribution_shows_no_drift():
-    drift = embedding_drift(embeddings(1000, 1), embeddings(1000, 2), DriftConfig())
-    assert drift.psi_expected == (10 - 1) * (1 / 1000 + 1 / 1000)
-    assert drift.psi_mean < 2 * drift.psi_expected and not drift.small_sample
-    assert not KS_MIN_P.drifted(drift.ks_min_p)
-    assert (drift.n_reference, drift.n_current, drift.n_components) == (1000, 1000, 10)
+def test_vectorised_psi_and_ks_equal_the_one_split_functions():
+    """Differential: the statistics over every permutation row, on the observed row, against `psi` and
+    scipy's ks_2samp component by component."""
+    reference, current = embeddings(150, 1), embeddings(40, 2, shift=0.1)
+    ref_proj, cur_proj = project(reference, current, 6, pooled=True)
+    proj = np.vstack([ref_proj, cur_proj])
+    labels = _labels(150, 40, 5, np.random.default_rng(0))
+    expected_psi = np.mean([psi(ref_proj[:, j], cur_proj[:, j]) for j in range(6)])
+    expected_ks = max(stats.ks_2samp(ref_proj[:, j], cur_proj[:, j]).statistic for j in range(6))
+    assert _psi_rows(proj, labels, 10, 1e-4)[0] == pytest.approx(expected_psi, rel=1e-9)
+    assert _ks_rows(proj, labels)[0] == pytest.approx(expected_ks, rel=1e-12)
+    row = labels[3]  # a permuted split too
+    shuffled_ks = max(stats.ks_2samp(proj[~row, j], proj[row, j]).statistic for j in range(6))
+    assert _ks_rows(proj, labels)[3] == pytest.approx(shuffled_ks, rel=1e-12)
 
 
-def test_shifted_mean_direction_drifts():
-    drift = embedding_drift(embeddings(1000, 1), embeddings(1000, 2, shift=0.3), DriftConfig())
-    assert drift.psi_max > PSI.threshold and drift.kl_max > KL.threshold
-    assert KS_MIN_P.drifted(drift.ks_min_p)
+def test_ks_rows_with_ties_equal_scipy():
+    proj = np.array([[0.0], [0.0], [1.0], [1.0], [2.0], [0.0], [1.0], [1.0], [1.0]])
+    labels = np.array([[False] * 5 + [True] * 4])
+    expected = stats.ks_2samp([0.0, 0.0, 1.0, 1.0, 2.0], [0.0, 1.0, 1.0, 1.0]).statistic
+    assert _ks_rows(proj, labels)[0] == pytest.approx(expected)
 
 
-def test_summaries_agree_with_per_component_scipy():
-    reference, current = embeddings(300, 1), embeddings(200, 2, shift=0.1)
-    config = DriftConfig(n_components=4)
-    ref_proj, cur_proj = project(reference, current, 4)
-    ks = [stats.ks_2samp(ref_proj[:, j], cur_proj[:, j]) for j in range(4)]
-    psis = [psi(ref_proj[:, j], cur_proj[:, j]) for j in range(4)]
-    kls = [kl_divergence(ref_proj[:, j], cur_proj[:, j]) for j in range(4)]
-    drift = embedding_drift(reference, current, config)
-    assert drift.ks_max == max(r.statistic for r in ks)
-    assert drift.ks_min_p == min(1.0, min(r.pvalue for r in ks) * 4)
-    assert drift.psi_mean == pytest.approx(sum(psis) / 4) and drift.psi_max == max(psis)
-    assert drift.kl_mean == pytest.approx(sum(kls) / 4) and drift.kl_max == max(kls)
+def test_classifier_by_hand():
+    # Two tight clusters at right angles (unit vectors within 0.1 rad of 0 and of pi/2): every chunk's 5
+    # neighbours are on its own side, so the balanced accuracy is 1; labels that ignore the clusters (each
+    # cluster split evenly between the sides) give 0.5 or less.
+    angles = np.r_[np.linspace(-0.1, 0.1, 30), np.pi / 2 + np.linspace(-0.1, 0.1, 12)]
+    pooled = np.c_[np.cos(angles), np.sin(angles)]
+    similarity = pooled @ pooled.T
+    by_cluster = np.array([[False] * 30 + [True] * 12])
+    mixed = np.array([[False, True] * 15 + [False, True] * 6])
+    assert _classifier_rows(similarity, by_cluster)[0] == 1.0
+    assert _classifier_rows(similarity, mixed)[0] <= 0.5
 
 
-def test_sampling_is_reproducible_and_capped():
-    reference, current = embeddings(800, 1), embeddings(800, 2)
-    config = DriftConfig(sample_cap=300, seed=5)
-    first = embedding_drift(reference, current, config)
-    assert first == embedding_drift(reference, current, config)
-    assert first != embedding_drift(reference, current, dataclasses.replace(config, seed=6))
-    assert (first.n_reference, first.n_current) == (300, 300)
+def test_new_label_share_by_hand():
+    # Reference labels {x, y}; current z, z, x, w: three of four are labels the reference lacks.
+    values = np.array(["x", "y", "x", "z", "z", "x", "w"])
+    labels = np.array([[False, False, False, True, True, True, True]])
+    assert _new_label_share(values, labels)[0] == 0.75
 
 
-def test_small_samples_are_flagged():
-    drift = embedding_drift(embeddings(50, 1), embeddings(50, 2), DriftConfig())
-    assert drift.psi_expected == (10 - 1) * (1 / 50 + 1 / 50) and drift.small_sample
+def test_not_enough_data_is_a_verdict_of_its_own():
+    config = DriftConfig()
+    assert not_enough(300, 5, config).startswith("not enough new data: 5 new chunks")
+    assert not_enough(10, 50, config).startswith("not enough reference data: 10 chunks")
+    assert not_enough(300, 50, config) is None
 
 
-def test_constant_embeddings_do_not_crash():
-    row = embeddings(1, 1)
-    drift = embedding_drift(np.repeat(row, 20, axis=0), np.repeat(row, 30, axis=0), DriftConfig())
-    assert (drift.psi_max, drift.kl_max, drift.ks_max, drift.ks_min_p) == (0.0, 0.0, 0.0, 1.0)
+def test_decide_needs_significance_and_effect():
+    results = [Verdict("a", 0.9, 0.3, 0.2, 0.25, 0.001, 0.7, "new stuff"),  # small p, big effect
+               Verdict("b", 0.3, 0.3, 0.2, 0.25, 0.001, 0.1, "x"),  # small p, small effect
+               Verdict("c", 0.9, 0.3, 0.2, 0.25, 0.2, 0.7, "y")]  # big effect, not significant
+    a, b, c = decide(results, 0.05, {"a": 0.25, "b": 0.25, "c": 0.25})
+    assert (a.verdict, b.verdict, c.verdict) == (DRIFTED, STABLE, STABLE)
+    assert a.adjusted_p == pytest.approx(0.003) and b.adjusted_p == pytest.approx(0.003)
+    assert a.detail == "new stuff" and b.detail == ""
 
 
-def test_reference_fit_overstates_drift_on_flat_spectra_and_pooled_does_not():
-    # Pins why `pooled` exists: isotropic 384-d vectors, 200 per side, one distribution.
-    reference, current = isotropic(200, 1), isotropic(200, 2)
-    by_reference = embedding_drift(reference, current, DriftConfig())
-    by_both = embedding_drift(reference, current, DriftConfig(), pooled=True)
-    assert by_reference.psi_mean > 5 * by_reference.psi_expected
-    assert by_both.psi_mean < 2 * by_both.psi_expected
+def test_the_permutation_null_knows_psis_small_sample_bias():
+    """Regression: at 20 chunks per side the old formula (bins - 1)(1/n + 1/n) = 0.9 was about half the mean
+    PSI of two samples of one distribution; the permutation null's mean matches that mean."""
+    rng = np.random.default_rng(0)
+    independent = [psi(rng.standard_normal(20), rng.standard_normal(20)) for _ in range(400)]
+    null_means = []
+    for seed in range(20):
+        pooled = np.random.default_rng(100 + seed).standard_normal((40, 1))
+        labels = _labels(20, 20, 199, np.random.default_rng(seed))
+        null_means.append(_psi_rows(pooled, labels, 10, 1e-4)[1:].mean())
+    assert np.mean(null_means) == pytest.approx(np.mean(independent), rel=0.1)
+    assert np.mean(independent) > 1.5 * (10 - 1) * (1 / 20 + 1 / 20)
 
 
-def test_rows_use_the_fixed_names_and_a_prefix():
-    drift = EmbeddingDrift(psi_mean=0.1, psi_max=0.3, psi_expected=0.02, kl_mean=0.05, kl_max=0.2, ks_max=0.4,
-                           ks_min_p=0.001, n_reference=100, n_current=90, n_components=10)
-    assert drift.rows() == [("psi_mean", 0.1), ("psi_max", 0.3), ("psi_expected", 0.02), ("kl_mean", 0.05),
-                            ("kl_max", 0.2), ("ks_max", 0.4), ("ks_min_p_bonferroni", 0.001)]
-    assert [name for name, _ in drift.rows(prefix=QUERY_PREFIX)][:2] == ["query_psi_mean", "query_psi_max"]
+def sample(vectors: np.ndarray, category: str = "news", source: str = "feed") -> Sample:
+    n = len(vectors)
+    return Sample(vectors, [category] * n, [source] * n, [f"{category} story {i}" for i in range(n)],
+                  np.zeros(n, bool))
+
+
+def test_null_false_positive_rate_of_every_statistic_is_within_alpha():
+    """Seeded null simulation: reference and current from one distribution (no drift), 40 splits at the sizes
+    of a real day (150 reference chunks, 25 new). Each statistic's raw p-value falls below 0.05 no more often
+    than a binomial tolerance around 5% allows, and no split is called drifted."""
+    trials, hits, drifted = 40, {s.name: 0 for s in FAMILY}, 0
+    for t in range(trials):
+        result = window_drift(sample(embeddings(150, 2 * t)), sample(embeddings(25, 2 * t + 1)),
+                              DriftConfig(permutations=99, seed=t))
+        for v in result:
+            hits[v.statistic] += v.p_value < 0.05
+        drifted += any(v.verdict == DRIFTED for v in result)
+    limit = stats.binom.ppf(0.999, trials, 0.05)
+    assert all(n <= limit for n in hits.values()), hits
+    assert drifted == 0
+
+
+def test_an_off_topic_burst_is_drifted_and_named():
+    reference = sample(embeddings(200, 1))
+    burst = np.vstack([embeddings(20, 2), isotropic(30, 3)])  # 30 chunks about nothing the reference holds
+    current = Sample(burst, ["news"] * 20 + ["Sports"] * 30, ["feed"] * 50,
+                     [f"story {i}" for i in range(20)] + [f"match {i}" for i in range(30)], np.zeros(50, bool))
+    result = {v.statistic: v for v in window_drift(reference, current, FAST)}
+    assert result[NOVELTY.name].verdict == DRIFTED and result[NEW_CATEGORIES.name].verdict == DRIFTED
+    assert result[NEW_CATEGORIES.name].value == pytest.approx(30 / 50)
+    assert "categories Sports 30" in result[NEW_CATEGORIES.name].detail and "'match" in result[NOVELTY.name].detail
+    assert result[CLASSIFIER.name].verdict == DRIFTED and result[PSI_MEAN.name].verdict == DRIFTED
+    assert result[KS_MAX.name].null_q95 < result[KS_MAX.name].value
+
+
+def test_a_flood_of_near_copies_is_drifted_by_fishers_test():
+    reference = Sample(embeddings(200, 1), duplicate=np.r_[np.ones(4, bool), np.zeros(196, bool)])
+    current = Sample(embeddings(50, 2), duplicate=np.r_[np.ones(30, bool), np.zeros(20, bool)])
+    (dup,) = [v for v in window_drift(reference, current, FAST) if v.statistic == DUPLICATES.name]
+    expected = stats.fisher_exact([[30, 20], [4, 196]], alternative="greater")[1]
+    assert dup.p_value == pytest.approx(expected) and dup.effect == pytest.approx(0.6 - 0.02)
+    assert dup.verdict == DRIFTED
+
+
+def test_window_drift_is_reproducible():
+    reference, current = sample(embeddings(120, 1)), sample(embeddings(30, 2, shift=0.2))
+    assert window_drift(reference, current, FAST) == window_drift(reference, current, FAST)
 
 
 # --- Evidently -----------------------------------------------------------------------------------------------
