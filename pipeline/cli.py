@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from datetime import date
 
-from pipeline.config import load_config
+from pipeline.config import load_config, require_sources
 from pipeline.errors import DriftwatchError
 from pipeline.simulate import SCENARIOS
 from pipeline.store import LockError
@@ -153,6 +153,7 @@ def _run(args: argparse.Namespace) -> int:
     from pipeline.job import run_day
 
     config = load_config(args.config, data_dir=args.data_dir)
+    require_sources(config)
     day = args.date or date.today()
     result = run_day(config, day, events=args.event)
     print(_summary(result))
@@ -221,6 +222,7 @@ def _backfill(args: argparse.Namespace) -> int:
         print(f"error: --end {args.end} is before --start {args.start}", file=sys.stderr)
         return EXIT_BAD_INPUT
     config = load_config(args.config, data_dir=args.data_dir)
+    require_sources(config)
     days = date_range(args.start, args.end)
     with tqdm(total=len(days), unit="day", desc="backfill") as bar:
         def progress(result) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import __version__
+from pipeline.store import MAX_ID_LENGTH
 from pipeline.sources import (
     DEFAULT_USER_AGENT,
     Document,
@@ -43,24 +44,56 @@ def parse_fixture(name: str) -> list[Document]:
 
 # --- RSS 2.0 ------------------------------------------------------------------
 
-BRIEF_ID = "sha1:" + hashlib.sha1(b"Brief: CarStat revises October inflation|2026-11-03T11:15:00+00:00").hexdigest()
+# The fallback id hashes the source with the title and date: two feeds' identical briefs stay two entries.
+BRIEF_ID = "sha1:" + hashlib.sha1(b"courier|Brief: CarStat revises October inflation|2026-11-03T11:15:00+00:00"
+                                  ).hexdigest()
+RSS_IDS = [
+    "pol-041",
+    "https://courier.example.cv/politics/2026/11/02/renn-lumen-outage",
+    "pol-042",
+    "pol-043",
+    "pol-041",  # a different entry repeating the id: kept, the corpus gives it a namespaced id
+    BRIEF_ID,
+]
 
 
-def test_rss20_ids_in_feed_order_first_duplicate_wins_and_empty_entry_skipped(caplog):
+def test_rss20_ids_in_feed_order_repeated_id_kept_and_empty_entry_skipped(caplog):
     with caplog.at_level(logging.WARNING, logger="pipeline.sources"):
         documents = parse_fixture("rss20.xml")
-    # guid; guid that is a permalink; guid; guid; (second pol-041 dropped); hash id; (empty entry dropped)
-    assert [doc.id for doc in documents] == [
-        "pol-041",
-        "https://courier.example.cv/politics/2026/11/02/renn-lumen-outage",
-        "pol-042",
-        "pol-043",
-        BRIEF_ID,
-    ]
-    assert "Correction: committee vote date" not in [doc.title for doc in documents]
+    # guid; guid that is a permalink; guid; guid; the same guid again; hash id; (empty entry dropped)
+    assert [doc.id for doc in documents] == RSS_IDS
+    assert documents[4].title == "Correction: committee vote date"
     messages = [record.getMessage() for record in caplog.records]
-    assert "rss20.xml: duplicate entry id 'pol-041' (entry 5), kept the first" in messages
-    assert "rss20.xml: entry 7 has neither title nor text, skipped" in messages
+    assert messages == ["rss20.xml: entry 7 has neither title nor text, skipped"]
+
+
+def test_an_entry_repeated_with_the_same_content_is_kept_once(caplog):
+    item = b"<item><guid>a-1</guid><title>Same</title><description>Same text</description></item>"
+    feed = b"<rss version='2.0'><channel><title>t</title>" + item * 2 + b"</channel></rss>"
+    with caplog.at_level(logging.WARNING, logger="pipeline.sources"):
+        documents = parse_feed(feed, source="s", location="twice.xml")
+    assert [doc.id for doc in documents] == ["a-1"]
+    assert caplog.messages == ["twice.xml: entry 2 repeats entry id 'a-1' with the same content, kept once"]
+
+
+def test_fallback_hash_id_depends_on_the_source():
+    feed = b"<rss version='2.0'><channel><title>t</title><item><title>Weather</title></item></channel></rss>"
+    (a,) = parse_feed(feed, source="a", location="a.xml")
+    (b,) = parse_feed(feed, source="b", location="b.xml")
+    assert a.id == "sha1:" + hashlib.sha1(b"a|Weather|").hexdigest()
+    assert b.id == "sha1:" + hashlib.sha1(b"b|Weather|").hexdigest()
+
+
+def test_an_id_over_the_length_limit_is_replaced_by_a_stable_hash(caplog):
+    long_id = "\u00e9" * 40_000
+    feed = (f"<rss version='2.0'><channel><title>t</title><item><guid>{long_id}</guid><title>Hostile</title>"
+            "</item></channel></rss>").encode()
+    with caplog.at_level(logging.WARNING, logger="pipeline.sources"):
+        (document,) = parse_feed(feed, source="s", location="long.xml")
+    assert document.id == "sha256:" + hashlib.sha256(long_id.encode()).hexdigest()
+    assert len(document.id) <= MAX_ID_LENGTH
+    assert caplog.messages == [f"long.xml: entry 1 has an id of 40000 characters (over {MAX_ID_LENGTH}), "
+                               f"stored as {document.id}"]
 
 
 def test_rss20_cdata_description_is_stripped_to_text():
@@ -158,8 +191,6 @@ def test_rdf_uses_rdf_about_dc_date_and_dc_subject():
     ("name", "message"),
     [
         ("truncated-head.xml", "truncated-head.xml: not a valid feed: line 11, column 5: unclosed token"),
-        # No XML declaration: the line is corrected for the one feedparser prepends.
-        ("jsonfeed.json", "jsonfeed.json: not a valid feed: line 1, column 1: not well-formed (invalid token)"),
         # An HTML error page is well-formed enough that feedparser raises no bozo flag.
         ("not-xml.html", "not-xml.html: not a valid feed: no RSS, RDF or Atom root element"),
         ("empty-channel.xml", "empty-channel.xml: feed has no entries"),
@@ -237,9 +268,8 @@ def test_content_hash_is_sha256_of_title_text_and_url():
         (date(2026, 11, 1), []),
         (date(2026, 11, 2), ["https://courier.example.cv/politics/2026/11/02/renn-lumen-outage"]),
         (date(2026, 11, 3), ["pol-041", "https://courier.example.cv/politics/2026/11/02/renn-lumen-outage",
-                             "pol-042", BRIEF_ID]),
-        (date(2026, 11, 4), ["pol-041", "https://courier.example.cv/politics/2026/11/02/renn-lumen-outage",
-                             "pol-042", "pol-043", BRIEF_ID]),
+                             "pol-042", "pol-041", BRIEF_ID]),
+        (date(2026, 11, 4), RSS_IDS),
     ],
 )
 def test_single_file_skips_entries_published_after_the_run_date(run_date, expected_ids):
@@ -311,7 +341,7 @@ def test_dated_folder_gives_one_outcome_per_file_and_a_bad_file_fails_alone(date
     assert [outcome.ok for outcome in outcomes] == [True, True, True, False]
     # A folder selects by file date only: pol-043 (4 Nov UTC) stays in the 1 November file.
     assert [doc.id for doc in outcomes[0].documents][3] == "pol-043"
-    assert [len(outcome.documents) for outcome in outcomes] == [5, 2, 2, 0]
+    assert [len(outcome.documents) for outcome in outcomes] == [6, 2, 2, 0]
     bad_file = dated_folder / "2026-11-03-wire.XML"
     assert outcomes[3].error == f"{bad_file}: not a valid feed: line 11, column 5: unclosed token"
     assert {doc.source for outcome in outcomes for doc in outcome.documents} == {"archive"}
@@ -529,4 +559,4 @@ def test_a_failing_feed_does_not_stop_the_others(server):
     outcomes = [outcome for where in sources
                 for outcome in collect("mixed", run_date=RUN_DATE, http_cache=cache, **where)]
     assert [outcome.ok for outcome in outcomes] == [True, False, True, False, True]
-    assert [len(outcome.documents) for outcome in outcomes] == [5, 0, 2, 0, 2]
+    assert [len(outcome.documents) for outcome in outcomes] == [6, 0, 2, 0, 2]
