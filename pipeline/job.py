@@ -14,7 +14,7 @@ import pandas as pd
 
 from pipeline import drift, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
-from pipeline.notify import notify_webhook
+from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document
 from pipeline.config import Config, require_sources
 from pipeline.corpus import Corpus, StoredDocument
@@ -36,7 +36,7 @@ class RunResult:
     failed_feeds: list[FeedOutcome] = field(default_factory=list)
     drift: list[dict] = field(default_factory=list)  # the drift.csv rows
     alerts: list[Alert] = field(default_factory=list)  # every alert of the run (new and ongoing)
-    notified: bool | None = None  # webhook delivery: None when nothing was to be sent
+    notified: bool | None = None  # outbox delivery: None when nothing was to be sent, False when some stays
 
     def mean(self, pipeline: str, metric: str, k: int) -> float:
         for row in self.metrics:
@@ -255,14 +255,17 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         store.replace_date(data_dir, store.METRICS, run_date, metric_rows)
         store.replace_date(data_dir, store.DRIFT, run_date, drift_table)
         alerts, to_notify = evaluate_run_alerts(config, run_date, run)
+        notifying = notify and config.alerts.webhook_url is not None
+        if notifying:  # before alerts.csv: a run killed from here on still leaves them to deliver
+            enqueue(data_dir, to_notify)
         store.replace_date(data_dir, store.ALERTS, run_date, alerts_frame(alerts))
         run["seconds"] = round(time.perf_counter() - t0, 3)
         run["finished_at"] = _now()
         store.replace_date(data_dir, store.RUNS, run_date, [run])
     notified = None
-    if notify and config.alerts.webhook_url and to_notify:
-        notified = notify_webhook(config.alerts.webhook_url, to_notify, timeout=config.alerts.webhook_timeout,
-                                  retries=config.alerts.webhook_retries, run_date=run_date)
+    if notifying:  # this run's new alerts and any an earlier run could not deliver
+        notified = deliver(data_dir, config.alerts.webhook_url, timeout=config.alerts.webhook_timeout,
+                           retries=config.alerts.webhook_retries)
     return RunResult(run_date, run, metric_rows, question_rows, failed, drift_table, alerts, notified)
 
 

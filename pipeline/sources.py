@@ -276,9 +276,10 @@ def _json_date(value: str) -> time.struct_time | None:
 
 
 def _bozo_reason(parsed: Mapping[str, Any], data: bytes) -> str | None:
-    if not parsed.get("bozo"):
-        return None
     error = parsed.get("bozo_exception")
+    # Notes, not faults: chiefly a legacy encoding the charset detector (chardet) recognised.
+    if not parsed.get("bozo") or isinstance(error, feedparser.ThingsNobodyCaresAboutButMe):
+        return None
     if isinstance(error, xml.sax.SAXParseException):
         line = error.getLineNumber()
         if not _starts_with_xml_declaration(data):
