@@ -1,16 +1,11 @@
-"""Alert rules on constructed series, the paired randomisation test, ongoing conditions and the webhook."""
+"""Alert rules on constructed series, the paired randomisation test and ongoing conditions."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import logging
 import math
-import socket
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import date, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pandas as pd
@@ -22,7 +17,6 @@ from pipeline.alerts import (
     ALERT, DROP, FEEDS_FAILED, FLOOR, GOLD_MISSING, MIN_BASELINE, ONGOING_PREFIX, PSI, SIGMA, WARNING, Alert,
     alerts_frame, evaluate_alerts, has_alerts, paired_randomisation_test, question_differences,
 )
-from pipeline.notify import notify_webhook, summary_text
 from pipeline.config import CRITICALITY, AlertsConfig
 
 START = date(2026, 3, 1)
@@ -402,135 +396,3 @@ def test_alert_row_is_the_csv_contract():
     assert tuple(f.name for f in dataclasses.fields(Alert)) == store.ALERTS_COLUMNS
     assert tuple(alert.row()) == store.ALERTS_COLUMNS
     assert list(alerts_frame([]).columns) == list(store.ALERTS_COLUMNS)
-
-
-# --- webhook ------------------------------------------------------------------------------------
-
-class Receiver(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, statuses: Sequence[int] = (), hang: bool = False) -> None:
-        super().__init__(("127.0.0.1", 0), ReceiverHandler)
-        self.statuses = list(statuses)  # answered in turn, then 200
-        self.hang = hang
-        self.bodies: list[dict] = []
-        self.content_types: list[str] = []
-        self.release = threading.Event()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/services/T000/B000/secret"
-
-
-class ReceiverHandler(BaseHTTPRequestHandler):
-    server: Receiver
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.bodies.append(json.loads(body))
-        self.server.content_types.append(self.headers["Content-Type"])
-        if self.server.hang:
-            self.server.release.wait(5)
-            return
-        status = self.server.statuses.pop(0) if self.server.statuses else 200
-        self.send_response(status)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-
-@pytest.fixture()
-def receiver(request) -> Iterator[Receiver]:
-    server = Receiver(**getattr(request, "param", {}))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield server
-    server.release.set()
-    server.shutdown()
-    server.server_close()
-
-
-def make_alert(message: str, severity: str = ALERT) -> Alert:
-    return Alert(day(0).isoformat(), DROP, "hybrid", "recall@5", 0.7, 0.8, -12.5, 10.0, severity, message)
-
-
-NEW = make_alert("recall@5 of hybrid fell 12.5% to 0.700")
-ONGOING = make_alert(f"{ONGOING_PREFIX}2026-02-27: ndcg@5 of bm25 fell 20% to 0.400")
-
-
-def notify(url: str, alerts: Sequence[Alert], retries: int = 3, timeout: float = 5.0) -> tuple[bool, list[float]]:
-    sleeps: list[float] = []
-    ok = notify_webhook(url, alerts, timeout=timeout, retries=retries, run_date=day(0), sleep=sleeps.append)
-    return ok, sleeps
-
-
-def test_webhook_posts_json_naming_only_the_new_alerts(receiver):
-    ok, sleeps = notify(receiver.url, [NEW, ONGOING])
-    assert ok and sleeps == []
-    (body,) = receiver.bodies
-    assert receiver.content_types == ["application/json"]
-    assert body["text"].startswith(f"driftwatch {day(0)}: 1 new alert, 0 new warnings")
-    assert NEW.message in body["text"] and "ndcg@5" not in body["text"]
-
-
-def test_webhook_sends_nothing_when_no_alert_is_new(receiver):
-    assert notify(receiver.url, [ONGOING]) == (True, [])
-    assert receiver.bodies == []
-
-
-@pytest.mark.parametrize("receiver", [{"statuses": [500, 503]}], indirect=True)
-def test_webhook_retries_server_errors(receiver):
-    ok, sleeps = notify(receiver.url, [NEW])
-    assert ok and len(receiver.bodies) == 3
-    assert sleeps == [0.5 * 1, 0.5 * 2]
-
-
-@pytest.mark.parametrize("receiver", [{"statuses": [500] * 5}], indirect=True)
-def test_webhook_gives_up_after_the_retries(receiver, caplog):
-    with caplog.at_level(logging.WARNING, logger="pipeline.alerts"):
-        ok, sleeps = notify(receiver.url, [NEW], retries=2)
-    assert not ok and len(receiver.bodies) == 2 + 1 and sleeps == [0.5, 1.0]
-    assert "HTTP 500" in caplog.text
-
-
-@pytest.mark.parametrize("receiver", [{"statuses": [404]}], indirect=True)
-def test_webhook_does_not_retry_a_client_error(receiver):
-    assert notify(receiver.url, [NEW]) == (False, [])
-    assert len(receiver.bodies) == 1
-
-
-@pytest.mark.parametrize("receiver", [{"hang": True}], indirect=True)
-def test_webhook_retries_a_timeout(receiver):
-    ok, sleeps = notify(receiver.url, [NEW], retries=1, timeout=0.2)
-    assert not ok and len(receiver.bodies) == 2 and sleeps == [0.5]
-
-
-def test_webhook_to_an_unreachable_port_logs_and_returns_false(caplog):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again: nothing listens there
-    url = f"http://127.0.0.1:{port}/services/T000/B000/secret"
-    with caplog.at_level(logging.WARNING, logger="pipeline.alerts"):
-        ok, sleeps = notify(url, [NEW], retries=2)
-    assert not ok and sleeps == [0.5, 1.0]
-    (record,) = caplog.records
-    assert record.levelno == logging.WARNING and f"http://127.0.0.1:{port}/" in record.getMessage()
-    assert "secret" not in record.getMessage()  # a Slack webhook's path is its credential
-
-
-def test_webhook_with_a_malformed_url_does_not_raise(caplog):
-    with caplog.at_level(logging.WARNING, logger="pipeline.alerts"):
-        assert notify("http://127.0.0.1:notaport/x", [NEW]) == (False, [])
-    assert caplog.records
-
-
-def test_summary_counts_escapes_and_truncates():
-    alerts = [make_alert(f"a<{i}>&", ALERT if i % 3 else WARNING) for i in range(25)]
-    text = summary_text(alerts, day(0))
-    warnings = sum(1 for i in range(25) if i % 3 == 0)
-    assert text.splitlines()[0] == f"driftwatch {day(0)}: {25 - warnings} new alerts, {warnings} new warnings"
-    assert "a&lt;1&gt;&amp;" in text and "<" not in text
-    assert len(text.splitlines()) == 1 + 20 + 1 and text.endswith("and 5 more in alerts.csv")
