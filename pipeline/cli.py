@@ -6,10 +6,11 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import date
 
-from pipeline.config import load_config
+from pipeline.config import load_config, require_sources
 from pipeline.errors import DriftwatchError
 from pipeline.simulate import SCENARIOS
 from pipeline.store import LockError
@@ -153,6 +154,7 @@ def _run(args: argparse.Namespace) -> int:
     from pipeline.job import run_day
 
     config = load_config(args.config, data_dir=args.data_dir)
+    require_sources(config)
     day = args.date or date.today()
     result = run_day(config, day, events=args.event)
     print(_summary(result))
@@ -212,20 +214,42 @@ def _eval(args: argparse.Namespace) -> int:
     return EXIT_OK if verdict.passed else EXIT_ALERT
 
 
-def _backfill(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+@contextmanager
+def _progress(total: int, desc: str) -> Iterator[Callable[[object], None]]:
+    """The callback for each finished run: a tqdm bar on a terminal, else one plain line per run on stderr
+    (a bar's carriage returns would make a cron log one endless line)."""
+    if sys.stderr.isatty():
+        from tqdm import tqdm
 
+        with tqdm(total=total, unit="day", desc=desc) as bar:
+            def advance(result) -> None:
+                bar.set_postfix_str(_progress_note(result))
+                bar.update(1)
+            yield advance
+        return
+    done = 0
+
+    def line(result) -> None:
+        nonlocal done
+        done += 1
+        print(f"{desc} {done}/{total}: {_progress_note(result)}", file=sys.stderr, flush=True)
+    yield line
+
+
+def _progress_note(result) -> str:
+    return f"{result.run_date} docs={result.run['docs_total']}"
+
+
+def _backfill(args: argparse.Namespace) -> int:
     from pipeline.job import backfill, date_range
 
     if args.end < args.start:
         print(f"error: --end {args.end} is before --start {args.start}", file=sys.stderr)
         return EXIT_BAD_INPUT
     config = load_config(args.config, data_dir=args.data_dir)
+    require_sources(config)
     days = date_range(args.start, args.end)
-    with tqdm(total=len(days), unit="day", desc="backfill") as bar:
-        def progress(result) -> None:
-            bar.set_postfix_str(f"{result.run_date} docs={result.run['docs_total']}")
-            bar.update(1)
+    with _progress(len(days), "backfill") as progress:
         results = backfill(config, args.start, args.end, progress=progress)
     print(_summary(results[-1]))
     print("\n".join(_alert_lines(results) or ["  no alerts"]))
@@ -236,15 +260,10 @@ def _backfill(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from tqdm import tqdm
-
     from pipeline.demo import build_demo
 
     base = _base_config(args.config)
-    with tqdm(total=args.days, unit="day", desc="demo") as bar:
-        def progress(result) -> None:
-            bar.set_postfix_str(f"{result.run_date} docs={result.run['docs_total']}")
-            bar.update(1)
+    with _progress(args.days, "demo") as progress:
         results = build_demo(base, Path(args.data_dir), days=args.days, drift_day=args.drift_day, progress=progress)
     print(_summary(results[-1]))
     print(f"demo history ({len(results)} runs) written to {Path(args.data_dir).resolve()}")
@@ -255,8 +274,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _simulate(args: argparse.Namespace) -> int:
     from pathlib import Path
-
-    from tqdm import tqdm
 
     from pipeline import store
     from pipeline.simulate import Scenario, compare, simulate, source_config
@@ -274,8 +291,8 @@ def _simulate(args: argparse.Namespace) -> int:
                         truncate_dim=args.truncate_dim, seed=args.seed)
     scenario.check()
     todo = int((runs["run_date"].dt.date >= start).sum()) or 1
-    with tqdm(total=todo, unit="day", desc=args.scenario) as bar:
-        result = simulate(config, scenario, source, Path(args.out), progress=lambda r: bar.update(1))
+    with _progress(todo, args.scenario) as progress:
+        result = simulate(config, scenario, source, Path(args.out), progress=progress)
     k = max([x for x in config.retrieval.k if x <= 5] or config.retrieval.k)
     table = compare(source, result.sandbox, args.metric, k)
     table = table[table["run_date"].dt.date >= start]

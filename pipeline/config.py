@@ -350,6 +350,13 @@ def _check(cfg: Config, src: str) -> None:
             raise bad(f"sources[{i}].name", f"duplicate source name {s.name!r}")
 
 
+def require_sources(cfg: Config) -> None:
+    """Refuse a config without sources for a run (eval, demo and the dashboard supply or need none)."""
+    if not cfg.sources:
+        raise ConfigError(f"{cfg.file or 'the configuration'}: sources: none configured; a run needs at least "
+                          "one [[sources]] table with a name and a url or path")
+
+
 def load_config(path: Path | str | None = None, *, data_dir: Path | str | None = None) -> Config:
     """Read and validate a config file.
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pipeline.errors import DriftwatchError
 
+import dataclasses
 import hashlib
 import json
+import logging
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,7 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.sources import Document, HttpCacheEntry
+from pipeline.sources import Document, HttpCacheEntry, bounded_id
+
+log = logging.getLogger(__name__)
 
 CORPUS_FILE = "corpus.sqlite"
 SCHEMA_VERSION = "1"
@@ -132,34 +136,71 @@ class Corpus:
 
     # -- documents -------------------------------------------------------------------------
 
-    def ingest(self, documents: Iterable[Document], run_date: date | str) -> None:
-        """Record what the feeds carried on `run_date`, in one transaction.
+    def ingest(self, documents: Iterable[Document], run_date: date | str) -> int:
+        """Record what one feed carried on `run_date`, in one transaction; returns how many entries
+        clashed with an id another entry holds (each is logged).
 
-        A new id is inserted; a known id whose content differs from its version in force on
-        that date gets a new version dated `run_date` (updated, not duplicated). A document
-        deleted on or before `run_date` stays deleted: deletion is a tombstone, so a feed that
-        still carries an expired or removed item does not bring it back.
+        An entry keeps the feed's id unless a different entry holds it: one of another source (the
+        source of the id's stored versions), or an earlier one of the same feed. It then gets
+        `<source>/<id>`, or `<source>/<id>#2`, `#3`... if that is held too: stable from run to run,
+        since the first holder keeps the plain id. A new id is inserted; a known id whose content
+        differs from its version in force on that date gets a new version dated `run_date` (updated,
+        not duplicated). A document deleted on or before `run_date` stays deleted: deletion is a
+        tombstone, so a feed that still carries an expired or removed item does not bring it back.
         """
         day = _day(run_date)
+        claimed: set[str] = set()  # ids given to this feed's entries so far
+        clashes = 0
         with self.db:
             for doc in documents:
-                row = self.db.execute("SELECT first_seen, last_seen, deleted_at FROM documents WHERE doc_id = ?",
-                                      (doc.id,)).fetchone()
-                if row is None:
-                    self.db.execute("INSERT INTO documents (doc_id, first_seen, last_seen) VALUES (?, ?, ?)",
-                                    (doc.id, day, day))
-                    self._put_version(doc, day)
-                    continue
-                first_seen, last_seen, deleted_at = row
-                if deleted_at is not None and deleted_at <= day:
-                    continue
-                self.db.execute("UPDATE documents SET first_seen = ?, last_seen = ? WHERE doc_id = ?",
-                                (min(first_seen, day), max(last_seen, day), doc.id))
-                current = self.db.execute(
-                    "SELECT content_hash FROM versions WHERE doc_id = ? AND valid_from <= ? "
-                    "ORDER BY valid_from DESC LIMIT 1", (doc.id, day)).fetchone()
-                if current is None or current[0] != doc.content_hash:
-                    self._put_version(doc, day)
+                doc_id = self._claim(doc, claimed)
+                claimed.add(doc_id)
+                if doc_id != doc.id:
+                    clashes += 1
+                    doc = dataclasses.replace(doc, id=doc_id)
+                self._record(doc, day)
+        return clashes
+
+    def _claim(self, doc: Document, claimed: set[str]) -> str:
+        """The id `doc` is stored under (see `ingest`); a clash is logged naming both sources."""
+        def free(candidate: str) -> bool:
+            return candidate not in claimed and self._holder(candidate) in (None, doc.source)
+
+        if free(doc.id):
+            return doc.id
+        holder = "an earlier entry of the same feed" if doc.id in claimed else f"source {self._holder(doc.id)!r}"
+        base = f"{doc.source}/{doc.id}"
+        doc_id, n = bounded_id(base), 1
+        while not free(doc_id):
+            n += 1
+            doc_id = bounded_id(f"{base}#{n}")
+        log.warning("source %r: entry id %r is already held by %s; stored as %r", doc.source, doc.id, holder, doc_id)
+        return doc_id
+
+    def _holder(self, doc_id: str) -> str | None:
+        """The source of the latest stored version of `doc_id` (None: no document has it)."""
+        row = self.db.execute("SELECT source FROM versions WHERE doc_id = ? ORDER BY valid_from DESC LIMIT 1",
+                              (doc_id,)).fetchone()
+        return row and row[0]
+
+    def _record(self, doc: Document, day: str) -> None:
+        row = self.db.execute("SELECT first_seen, last_seen, deleted_at FROM documents WHERE doc_id = ?",
+                              (doc.id,)).fetchone()
+        if row is None:
+            self.db.execute("INSERT INTO documents (doc_id, first_seen, last_seen) VALUES (?, ?, ?)",
+                            (doc.id, day, day))
+            self._put_version(doc, day)
+            return
+        first_seen, last_seen, deleted_at = row
+        if deleted_at is not None and deleted_at <= day:
+            return
+        self.db.execute("UPDATE documents SET first_seen = ?, last_seen = ? WHERE doc_id = ?",
+                        (min(first_seen, day), max(last_seen, day), doc.id))
+        current = self.db.execute(
+            "SELECT content_hash FROM versions WHERE doc_id = ? AND valid_from <= ? "
+            "ORDER BY valid_from DESC LIMIT 1", (doc.id, day)).fetchone()
+        if current is None or current[0] != doc.content_hash:
+            self._put_version(doc, day)
 
     def _put_version(self, doc: Document, day: str) -> None:
         self.db.execute(

@@ -15,15 +15,15 @@ import pandas as pd
 
 from pipeline import drift, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
-from pipeline.notify import notify_webhook
+from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document
-from pipeline.config import Config
+from pipeline.config import Config, require_sources
 from pipeline.corpus import Corpus, StoredDocument
 from pipeline.embeddings import Embedder, embed_cached
 from pipeline.gold import GoldQuestion, load_gold
 from pipeline.metrics import MEAN_NAMES, METRICS, evaluate
 from pipeline.retrieval import Ranking, Reranker, Retriever
-from pipeline.sources import FeedOutcome, collect
+from pipeline.sources import FeedError, FeedOutcome, collect
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class RunResult:
     failed_feeds: list[FeedOutcome] = field(default_factory=list)
     drift: list[dict] = field(default_factory=list)  # the drift.csv rows
     alerts: list[Alert] = field(default_factory=list)  # every alert of the run (new and ongoing)
-    notified: bool | None = None  # webhook delivery: None when nothing was to be sent
+    notified: bool | None = None  # outbox delivery: None when nothing was to be sent, False when some stays
 
     def mean(self, pipeline: str, metric: str, k: int) -> float:
         for row in self.metrics:
@@ -51,13 +51,27 @@ def _now() -> str:
 
 
 def ingest(config: Config, corpus: Corpus, run_date: date) -> list[FeedOutcome]:
-    """Fetch every source, store what it carries; a failing feed is logged and counted, never fatal."""
+    """Fetch every source, store what it carries; a failing feed is logged and counted, never fatal.
+
+    A URL source is fetched only when `run_date` is not in the past (see `_is_past`): a past date
+    replays what the corpus stored, since a feed fetched now would put later items into the past.
+    Raises ConfigError when no source is configured and FeedError when a source's path does not
+    exist, before anything is stored.
+    """
+    _check_sources(config)
+    past = any(source.url for source in config.sources) and _is_past(config, run_date)
     http_cache = corpus.http_cache()
     outcomes: list[FeedOutcome] = []
+    clashes = 0
     cutoff = None
     if config.corpus.max_age_days is not None:
         cutoff = run_date - timedelta(days=config.corpus.max_age_days)
     for source in config.sources:
+        if source.url is not None and past:
+            log.info("source %r: %s is a past run date: replaying the stored corpus, %s not fetched",
+                     source.name, run_date, source.url)
+            outcomes.append(FeedOutcome(source.name, source.url, [], None, replayed=True))
+            continue
         for outcome in collect(source.name, url=source.url, path=source.path, run_date=run_date,
                                http_cache=http_cache, timeout=config.fetch.timeout,
                                max_bytes=config.fetch.max_bytes, user_agent=config.fetch.user_agent):
@@ -65,11 +79,30 @@ def ingest(config: Config, corpus: Corpus, run_date: date) -> list[FeedOutcome]:
             docs = outcome.documents
             if cutoff is not None:  # do not ingest what retention would delete at once
                 docs = [d for d in docs if d.published is None or d.published.date() >= cutoff]
-            corpus.ingest(docs, run_date)
+            clashes += corpus.ingest(docs, run_date)
+    if clashes:
+        log.warning("%s: %d entries carried an id another entry holds and were stored under namespaced ids",
+                    run_date, clashes)
     corpus.save_http_cache(http_cache, _now())
     if cutoff is not None:
         corpus.expire(run_date, config.corpus.max_age_days)
     return outcomes
+
+
+def _check_sources(config: Config) -> None:
+    require_sources(config)
+    for source in config.sources:
+        if source.path is not None and not source.path.exists():
+            raise FeedError(f"source {source.name!r}: {source.path}: no such file or directory")
+
+
+def _is_past(config: Config, run_date: date) -> bool:
+    """Before today (the earlier of the local and the UTC date: the command line's default date is the
+    local one) or before the latest stored run."""
+    today = min(date.today(), datetime.now(timezone.utc).date())
+    runs = store.read_runs(config.data_dir)
+    latest = runs[store.RUN_DATE].max().date() if not runs.empty else run_date
+    return run_date < today or run_date < latest
 
 
 def chunk_documents(config: Config, documents: Sequence[StoredDocument]) -> list[Chunk]:
@@ -316,14 +349,17 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         store.replace_date(data_dir, store.METRICS, run_date, metric_rows)
         store.replace_date(data_dir, store.DRIFT, run_date, drift_table)
         alerts, to_notify = evaluate_run_alerts(config, run_date, run)
+        notifying = notify and config.alerts.webhook_url is not None
+        if notifying:  # before alerts.csv: a run killed from here on still leaves them to deliver
+            enqueue(data_dir, to_notify)
         store.replace_date(data_dir, store.ALERTS, run_date, alerts_frame(alerts))
         run["seconds"] = round(time.perf_counter() - t0, 3)
         run["finished_at"] = _now()
         store.replace_date(data_dir, store.RUNS, run_date, [run])
     notified = None
-    if notify and config.alerts.webhook_url and to_notify:
-        notified = notify_webhook(config.alerts.webhook_url, to_notify, timeout=config.alerts.webhook_timeout,
-                                  retries=config.alerts.webhook_retries, run_date=run_date)
+    if notifying:  # this run's new alerts and any an earlier run could not deliver
+        notified = deliver(data_dir, config.alerts.webhook_url, timeout=config.alerts.webhook_timeout,
+                           retries=config.alerts.webhook_retries)
     return RunResult(run_date, run, metric_rows, question_rows, failed, drift_table, alerts, notified)
 
 

@@ -1,4 +1,4 @@
-"""Feed sources: fetch RSS/RDF/Atom feeds over HTTP or from files and dated folders,
+"""Feed sources: fetch RSS/RDF/Atom feeds and JSON Feeds over HTTP or from files and dated folders,
 and parse them into plain-text Documents."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import http.client
 import io
+import json
 import logging
 import re
 import time
@@ -28,21 +29,23 @@ from typing import Any
 
 import feedparser
 
+from pipeline import netio
 from pipeline.config import DEFAULT_USER_AGENT
+from pipeline.store import MAX_ID_LENGTH
 
 logger = logging.getLogger(__name__)
 
 FEED_ACCEPT = (
-    "application/rss+xml, application/atom+xml, application/rdf+xml;q=0.9, "
-    "application/xml;q=0.8, text/xml;q=0.8, */*;q=0.1"
+    "application/rss+xml, application/atom+xml, application/feed+json, application/rdf+xml;q=0.9, "
+    "application/xml;q=0.8, text/xml;q=0.8, application/json;q=0.8, */*;q=0.1"
 )
-FEED_SUFFIXES = ("xml", "rss", "atom")
+JSON_FEED_VERSION = "https://jsonfeed.org/version/1"  # the prefix of version 1 and 1.1
+FEED_SUFFIXES = ("xml", "rss", "atom", "json")
 HTTP_SCHEMES = ("http", "https")
 
-# YYYY-MM-DD.xml or YYYY-MM-DD-anything.xml; the date is validated separately so
+# YYYY-MM-DD.xml or YYYY-MM-DD-anything.xml (or .rss, .atom, .json); the date is validated separately so
 # that an impossible one can be reported instead of silently ignored.
 _DATED_NAME = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:-.+)?\.(?i:" + "|".join(FEED_SUFFIXES) + ")")
-_READ_CHUNK = 64 * 1024
 
 
 class FeedError(DriftwatchError):
@@ -157,10 +160,45 @@ def html_to_text(markup: str) -> str:
 
 
 def parse_feed(data: bytes, *, source: str, location: str) -> list[Document]:
-    """Documents of an RSS 0.9x/2.0, RSS 1.0 (RDF) or Atom feed, in feed order.
+    """Documents of an RSS 0.9x/2.0, RSS 1.0 (RDF) or Atom feed, or a JSON Feed 1/1.1, in feed order.
 
-    Raises FeedError naming `location` when the bytes are not a feed or hold no usable entry.
+    An entry repeated with the same id and content is kept once; two different entries sharing an id
+    are both kept (the corpus gives the later one a namespaced id). An id over MAX_ID_LENGTH characters
+    is replaced by a hash of it. Raises FeedError naming `location` when the bytes are not a feed or
+    hold no usable entry.
     """
+    entries = _json_entries(data, location) if _looks_like_json(data) else _xml_entries(data, location)
+    documents: list[Document] = []
+    seen: set[tuple[str, str]] = set()
+    for number, entry in enumerate(entries, start=1):
+        document = _document(entry, source)
+        if document is None:
+            logger.warning("%s: entry %d has neither title nor text, skipped", location, number)
+            continue
+        bounded = bounded_id(document.id)
+        if bounded != document.id:
+            logger.warning("%s: entry %d has an id of %d characters (over %d), stored as %s", location, number,
+                           len(document.id), MAX_ID_LENGTH, bounded)
+            document = dataclasses.replace(document, id=bounded)
+        if (document.id, document.content_hash) in seen:
+            logger.warning("%s: entry %d repeats entry id %r with the same content, kept once", location, number,
+                           document.id)
+            continue
+        seen.add((document.id, document.content_hash))
+        documents.append(document)
+    if not documents:
+        raise FeedError(f"{location}: feed has no entries with a title or text")
+    return documents
+
+
+def bounded_id(doc_id: str) -> str:
+    """`doc_id`, or a stable hash of it when it is longer than MAX_ID_LENGTH (ids land in every CSV row)."""
+    if len(doc_id) <= MAX_ID_LENGTH:
+        return doc_id
+    return "sha256:" + hashlib.sha256(doc_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _xml_entries(data: bytes, location: str) -> list[Mapping[str, Any]]:
     # A BytesIO, because feedparser treats a bytes string that looks like a path or URL as one.
     parsed = feedparser.parse(io.BytesIO(data))
     entries = parsed.get("entries") or []
@@ -174,27 +212,74 @@ def parse_feed(data: bytes, *, source: str, location: str) -> list[Document]:
         raise FeedError(f"{location}: feed has no entries")
     if problem:
         logger.warning("%s: malformed feed, keeping %d recovered entries (%s)", location, len(entries), problem)
+    return entries
 
-    documents: list[Document] = []
-    seen: set[str] = set()
-    for number, entry in enumerate(entries, start=1):
-        document = _document(entry, source)
-        if document is None:
-            logger.warning("%s: entry %d has neither title nor text, skipped", location, number)
-        elif document.id in seen:
-            logger.warning("%s: duplicate entry id %r (entry %d), kept the first", location, document.id, number)
-        else:
-            seen.add(document.id)
-            documents.append(document)
-    if not documents:
-        raise FeedError(f"{location}: feed has no entries with a title or text")
-    return documents
+
+def _looks_like_json(data: bytes) -> bool:
+    return data.removeprefix(codecs.BOM_UTF8).lstrip()[:1] == b"{"
+
+
+def _json_entries(data: bytes, location: str) -> list[Mapping[str, Any]]:
+    """The items of a JSON Feed (https://jsonfeed.org/version/1.1) as feedparser-style entries."""
+    try:
+        feed = json.loads(data.removeprefix(codecs.BOM_UTF8).decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise FeedError(f"{location}: not a valid JSON Feed: not UTF-8 ({error.reason} at byte {error.start})") \
+            from None
+    except json.JSONDecodeError as error:
+        raise FeedError(f"{location}: not a valid JSON Feed: line {error.lineno}, column {error.colno}: "
+                        f"{error.msg}") from None
+    version = feed.get("version") if isinstance(feed, dict) else None
+    if not isinstance(version, str) or not version.startswith(JSON_FEED_VERSION):
+        raise FeedError(f"{location}: not a valid JSON Feed: version is {version!r}, "
+                        f"expected {JSON_FEED_VERSION} or {JSON_FEED_VERSION}.1")
+    items = feed.get("items")
+    if not isinstance(items, list):
+        raise FeedError(f"{location}: not a valid JSON Feed: \"items\" is not a list")
+    if not items:
+        raise FeedError(f"{location}: feed has no entries")
+    entries = [_json_entry(item) for item in items if isinstance(item, dict)]
+    if len(entries) < len(items):
+        logger.warning("%s: %d JSON Feed items are not objects, skipped", location, len(items) - len(entries))
+    return entries
+
+
+def _json_entry(item: Mapping[str, Any]) -> dict[str, Any]:
+    def text(key: str) -> str:
+        value = item.get(key)
+        return value if isinstance(value, str) else ""
+
+    content = ([{"value": text("content_html"), "type": "text/html"}] if text("content_html") else
+               [{"value": text("content_text"), "type": "text/plain"}])
+    tags = item.get("tags") if isinstance(item.get("tags"), list) else []
+    raw_id = item.get("id")  # a string in 1.1; version 1 feeds also used numbers
+    return {
+        "id": str(raw_id) if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool) else "",
+        "title_detail": {"value": text("title"), "type": "text/plain"},
+        "content": content,
+        "summary_detail": {"value": text("summary"), "type": "text/plain"},
+        "link": text("url") or text("external_url"),
+        "published_parsed": _json_date(text("date_published")),
+        "updated_parsed": _json_date(text("date_modified")),
+        "tags": [{"term": tag} for tag in tags if isinstance(tag, str)],
+    }
+
+
+def _json_date(value: str) -> time.struct_time | None:
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:  # RFC 3339 requires an offset; read a missing one as UTC
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.utctimetuple()
 
 
 def _bozo_reason(parsed: Mapping[str, Any], data: bytes) -> str | None:
-    if not parsed.get("bozo"):
-        return None
     error = parsed.get("bozo_exception")
+    # Notes, not faults: chiefly a legacy encoding the charset detector (chardet) recognised.
+    if not parsed.get("bozo") or isinstance(error, feedparser.ThingsNobodyCaresAboutButMe):
+        return None
     if isinstance(error, xml.sax.SAXParseException):
         line = error.getLineNumber()
         if not _starts_with_xml_declaration(data):
@@ -222,7 +307,7 @@ def _document(entry: Mapping[str, Any], source: str) -> Document | None:
         return None
     url = (entry.get("link") or "").strip()
     published = _published(entry)
-    entry_id = (entry.get("id") or "").strip() or url or _hash_id(title, published)
+    entry_id = (entry.get("id") or "").strip() or url or _hash_id(source, title, published)
     return Document(
         id=entry_id,
         title=title,
@@ -265,9 +350,10 @@ def _published(entry: Mapping[str, Any]) -> datetime | None:
     return None
 
 
-def _hash_id(title: str, published: datetime | None) -> str:
+def _hash_id(source: str, title: str, published: datetime | None) -> str:
+    # The source is part of it: two feeds' undated "Weather" briefs are different entries.
     stamp = published.isoformat() if published else ""
-    return "sha1:" + hashlib.sha1(f"{title}|{stamp}".encode("utf-8")).hexdigest()
+    return "sha1:" + hashlib.sha1(f"{source}|{title}|{stamp}".encode("utf-8")).hexdigest()
 
 
 def _categories(tags: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
@@ -276,26 +362,6 @@ def _categories(tags: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
 
 
 # --- HTTP ---------------------------------------------------------------------
-
-
-def _build_opener() -> urllib.request.OpenerDirector:
-    # Built by hand rather than with build_opener(): no file:, ftp: or data: handlers,
-    # so a redirect cannot lead a feed URL off HTTP(S).
-    opener = urllib.request.OpenerDirector()
-    for handler in (
-        urllib.request.ProxyHandler(),
-        urllib.request.UnknownHandler(),
-        urllib.request.HTTPHandler(),
-        urllib.request.HTTPSHandler(),
-        urllib.request.HTTPDefaultErrorHandler(),
-        urllib.request.HTTPRedirectHandler(),
-        urllib.request.HTTPErrorProcessor(),
-    ):
-        opener.add_handler(handler)
-    return opener
-
-
-_OPENER = _build_opener()
 
 
 def fetch_url(
@@ -309,10 +375,10 @@ def fetch_url(
 ) -> HttpResult:
     """GET a feed over HTTP(S), conditionally when an ETag or Last-Modified is given.
 
-    Connecting and each read wait at most `timeout` seconds, and the whole body must have
-    arrived `timeout` seconds after the request started. A 304 gives status 304 and no body.
-    Raises FeedError naming the URL on timeouts, HTTP errors, connection errors and bodies
-    over `max_bytes`.
+    The whole exchange (connect, status line, headers and body) must end within `timeout` seconds of
+    wall-clock time. A 304 to a conditional GET gives status 304 and no body. Raises FeedError naming
+    the URL on timeouts, HTTP errors (a 304 to a GET that sent no validator among them), connection
+    errors, bodies over `max_bytes` and bodies shorter than their Content-Length.
     """
     scheme = urllib.parse.urlsplit(url).scheme.lower()
     if scheme not in HTTP_SCHEMES:
@@ -323,19 +389,11 @@ def fetch_url(
     if last_modified:
         headers["If-Modified-Since"] = last_modified
     request = urllib.request.Request(url, headers=headers)
-    deadline = time.monotonic() + timeout
     try:
-        with _OPENER.open(request, timeout=timeout) as response:
-            body = _read_body(response, url=url, max_bytes=max_bytes, deadline=deadline)
-            return HttpResult(
-                status=response.status,
-                body=body,
-                etag=response.headers.get("ETag"),
-                last_modified=response.headers.get("Last-Modified"),
-            )
+        response = netio.exchange(request, timeout=timeout, max_bytes=max_bytes, follow_redirects=True)
     except urllib.error.HTTPError as error:
         error.close()
-        if error.code == 304:
+        if error.code == 304 and (etag or last_modified):
             # A server may omit the validators on a 304; the ones sent are still current.
             return HttpResult(
                 status=304,
@@ -343,50 +401,30 @@ def fetch_url(
                 etag=error.headers.get("ETag") or etag,
                 last_modified=error.headers.get("Last-Modified") or last_modified,
             )
+        if error.code == 304:
+            raise FeedError(f"{url}: HTTP 304 Not Modified to a request that sent no validator") from None
         raise FeedError(f"{url}: HTTP {error.code} {error.reason}") from None
-    except urllib.error.URLError as error:
-        if isinstance(error.reason, TimeoutError):
-            raise FeedError(f"{url}: timed out after {timeout:g} s") from None
-        raise FeedError(f"{url}: cannot connect: {error.reason}") from None
     except TimeoutError:
         raise FeedError(f"{url}: timed out after {timeout:g} s") from None
+    except netio.BodyError as error:
+        raise FeedError(f"{url}: {error}") from None
+    except urllib.error.URLError as error:
+        raise FeedError(f"{url}: cannot connect: {error.reason}") from None
     except (OSError, http.client.HTTPException, ValueError) as error:
         raise FeedError(f"{url}: {type(error).__name__}: {error}") from None
-
-
-def _read_body(response: http.client.HTTPResponse, *, url: str, max_bytes: int, deadline: float) -> bytes:
-    declared = response.headers.get("Content-Length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
-        raise FeedError(f"{url}: body of {int(declared)} bytes exceeds the limit of {max_bytes} bytes")
-    chunks: list[bytes] = []
-    size = 0
-    # One byte past the limit is enough to know the body is too big.
-    while size <= max_bytes:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError
-        _limit_next_read(response, remaining)
-        chunk = response.read1(min(_READ_CHUNK, max_bytes + 1 - size))
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        size += len(chunk)
-    raise FeedError(f"{url}: body exceeds the limit of {max_bytes} bytes")
-
-
-def _limit_next_read(response: http.client.HTTPResponse, seconds: float) -> None:
-    # urllib gives no public handle on the socket. Without shrinking its timeout, a server
-    # trickling a few bytes per read would never trip it and could hold the run forever.
-    sock = getattr(getattr(response.fp, "raw", None), "_sock", None)
-    if sock is not None:
-        sock.settimeout(seconds)
+    return HttpResult(
+        status=response.status,
+        body=response.body,
+        etag=response.headers.get("ETag"),
+        last_modified=response.headers.get("Last-Modified"),
+    )
 
 
 # --- files and dated folders --------------------------------------------------
 
 
 def dated_files(folder: Path, up_to: date) -> list[tuple[date, Path]]:
-    """Feed files named YYYY-MM-DD[-anything].xml|.rss|.atom dated on or before `up_to`,
+    """Feed files named YYYY-MM-DD[-anything].xml|.rss|.atom|.json dated on or before `up_to`,
     sorted by (date, name). Raises FeedError if the folder cannot be listed."""
     try:
         candidates = list(folder.iterdir())
@@ -474,9 +512,15 @@ def _collect_url(
 
 def _collect_folder(name: str, folder: Path, run_date: date) -> list[FeedOutcome]:
     try:
-        files = dated_files(folder, run_date)
+        every = dated_files(folder, date.max)
     except FeedError as error:
         return [_failed(name, str(folder), error)]
+    if not every:
+        # Misnamed files would otherwise make a healthy-looking run with no feeds and no documents.
+        suffixes = ", ".join("." + suffix for suffix in FEED_SUFFIXES)
+        return [_failed(name, str(folder), FeedError(
+            f"{folder}: no feed file named YYYY-MM-DD[-anything] with a suffix of {suffixes} in the folder"))]
+    files = [(day, path) for day, path in every if day <= run_date]
     if not files:
         logger.debug("%s: no dated feed files up to %s", folder, run_date.isoformat())
     return [dataclasses.replace(_collect_file(name, path, published_before=None), replayed=day < run_date)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -32,3 +34,43 @@ def e2e_config(tmp_path: Path) -> Config:
         sources=(SourceConfig(name="ledger", path=tmp_path / "e2e" / "feeds"),),
         retrieval=RetrievalConfig(pipelines=("bm25", "dense", "hybrid"), k=(1, 3, 5), candidate_depth=10),
     )
+
+
+class DripServer:
+    """A raw-socket HTTP server on localhost that answers every request with `response`, one byte every
+    `interval` seconds: each byte arrives well within any read timeout, so only a deadline stops a client."""
+
+    def __init__(self, response: bytes, interval: float = 0.3) -> None:
+        self.response, self.interval = response, interval
+        self.stop = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/drip"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+
+    def _drip(self, conn: socket.socket) -> None:
+        with conn:
+            conn.recv(65536)
+            try:
+                for i in range(len(self.response)):
+                    if self.stop.wait(self.interval):
+                        return
+                    conn.sendall(self.response[i:i + 1])
+            except OSError:
+                pass  # the client gave up: what the tests expect
+
+
+@pytest.fixture()
+def drip_server():
+    """Status line and headers dripped one byte every 0.3 s (about 12 s in all), then an empty body."""
+    server = DripServer(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+    yield server
+    server.stop.set()
+    server.listener.close()

@@ -14,7 +14,7 @@ from pipeline.config import Config, RetrievalConfig
 from pipeline.demo import (FEEDS_DIR, FIRST_RUN_DAY, GOLD_FILE, N_DAYS, base_articles, build_demo,
                            daily_feeds, demo_date, pack_articles)
 from pipeline.gold import load_gold
-from pipeline.simulate import Scenario, SimulationError, compare, discard_sandbox, simulate
+from pipeline.simulate import Scenario, SimulationError, compare, discard_sandbox, simulate, source_config
 
 FEED_FILES = sorted(FEEDS_DIR.glob("*/*.xml"))
 
@@ -86,7 +86,7 @@ def test_short_demo_writes_the_series(demo_store):
 def test_simulations_leave_the_source_untouched_and_move_the_metrics(demo_store, tmp_path):
     data_dir, _ = demo_store
     before = tree_hash(data_dir)
-    config = Config(data_dir=data_dir, gold=GOLD_FILE, retrieval=RetrievalConfig(k=(1, 5, 10), candidate_depth=20))
+    config = source_config(data_dir, None)  # the demo's own config, sources included, as the command line does
     day = demo_date(FIRST_RUN_DAY + 1)
     dup = simulate(config, Scenario("near-duplicates", day, n=40), data_dir, tmp_path / "dup")
     assert tree_hash(data_dir) == before
