@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from pipeline import job, store
-from pipeline.alerts import ALERT, DROP, FLOOR, ONGOING_PREFIX, WARNING, Alert
+from pipeline.alerts import ALERT, DROP, FLOOR, WARNING, Alert
 from pipeline.config import AlertsConfig
 from pipeline.notify import OUTBOX_FILE, deliver, enqueue, notify_webhook, pending, summary_text
 
@@ -82,12 +82,12 @@ def receiver(request) -> Iterator[Receiver]:
     server.server_close()
 
 
-def make_alert(message: str, severity: str = ALERT) -> Alert:
-    return Alert(day(0).isoformat(), DROP, "hybrid", "recall@5", 0.7, 0.8, -12.5, 10.0, severity, message)
+def make_alert(message: str, severity: str = ALERT, since: str = "") -> Alert:
+    return Alert(day(0).isoformat(), DROP, "hybrid", "recall@5", 0.7, 0.8, -12.5, 10.0, severity, message, since)
 
 
 NEW = make_alert("recall@5 of hybrid fell 12.5% to 0.700")
-ONGOING = make_alert(f"{ONGOING_PREFIX}2026-02-27: ndcg@5 of bm25 fell 20% to 0.400")
+ONGOING = make_alert("ndcg@5 of bm25 fell 20% to 0.400", since="2026-02-27")
 
 
 def notify(url: str, alerts: Sequence[Alert], retries: int = 3, timeout: float = 5.0) -> tuple[bool, list[float]]:

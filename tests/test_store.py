@@ -26,7 +26,11 @@ def test_schemas_are_the_contract():
     assert store.SCHEMAS[store.RUNS][:3] == ("run_date", "run_id", "started_at")
     assert store.SCHEMAS[store.RUNS][-3:] == ("model", "config_hash", "events")
     assert "unjudged" in store.SCHEMAS[store.PER_QUESTION]
-    assert store.SCHEMAS[store.ALERTS][-1] == "message"
+    # Issue 9: alerts carry their streak's start and p-value as data; drift rows their null and verdict.
+    assert store.SCHEMAS[store.ALERTS][-3:] == ("message", "since", "p_value")
+    assert store.SCHEMAS[store.DRIFT][:6] == ("run_date", "statistic", "value", "reference_date", "n_reference",
+                                              "n_current")
+    assert {"p_value", "null_value", "threshold", "verdict", "detail"} <= set(store.SCHEMAS[store.DRIFT])
 
 
 def test_header_equals_contract(tmp_path):
