@@ -123,8 +123,8 @@ class DriftConfig:
     # Effect sizes that count as practically large (a verdict needs significance AND its effect size).
     psi_effect: float = 0.2  # PSI above its null mean (the classic 0.2 line, on the bias-corrected PSI)
     ks_effect: float = 0.3  # the largest KS distance over the components
-    classifier_effect: float = 0.15  # domain classifier accuracy above its null (kNN, leave one out)
-    novelty_effect: float = 0.25  # share of new chunks with no close neighbour in the reference
+    classifier_effect: float = 0.4  # domain classifier balanced accuracy above its null mean (kNN, leave one out)
+    novelty_effect: float = 0.3  # share of new chunks with no close neighbour in the reference, above its null mean
     duplicate_effect: float = 0.25  # share of new chunks with a near copy (above the reference's own rate)
     composition_effect: float = 0.25  # share of new chunks in categories or sources the reference lacks
     duplicate_cosine: float = 0.95  # nearest-neighbour cosine at or above which a chunk is a near copy

@@ -35,10 +35,9 @@ class DriftError(DriftwatchError):
 
 @dataclass(frozen=True)
 class Statistic:
-    """A statistic's descriptor: its name in drift.csv and its default effect-size line (None: context only)."""
+    """A statistic's descriptor: its name in drift.csv."""
 
     name: str
-    threshold: float | None = None
 
 
 class QueryWindow(NamedTuple):
@@ -253,14 +252,15 @@ STABLE = "stable"
 NOT_ENOUGH_DATA = "not_enough_data"  # too few new (or reference) chunks to say anything
 CONTEXT = "context"  # shown beside the verdicts, not part of them (Evidently, top-1 cosine)
 
-# Statistics with a permutation null (the family a run's verdicts are corrected over), in drift.csv order.
-PSI_MEAN = Statistic("psi_mean", 0.2)  # mean PSI over the principal components; effect: above its null mean
-KS_MAX = Statistic("ks_max", 0.3)  # largest KS distance over the components; effect: above its null mean
-CLASSIFIER = Statistic("classifier_accuracy", 0.15)  # kNN domain classifier (balanced, leave one out)
-NOVELTY = Statistic("novel_share", 0.25)  # new chunks with no close neighbour in the reference
-DUPLICATES = Statistic("duplicate_share", 0.25)  # new chunks with a near copy elsewhere in the corpus
-NEW_CATEGORIES = Statistic("new_category_share", 0.25)  # new chunks in categories the reference lacks
-NEW_SOURCES = Statistic("new_source_share", 0.25)  # new chunks from sources the reference lacks
+# Statistics with a null (the family a run's verdicts are corrected over), in drift.csv order; their effect-size
+# lines are settings (config.DriftConfig, see `effect_thresholds`).
+PSI_MEAN = Statistic("psi_mean")  # mean PSI over the principal components; effect: above its null mean
+KS_MAX = Statistic("ks_max")  # largest KS distance over the components; effect: above its null mean
+CLASSIFIER = Statistic("classifier_accuracy")  # kNN domain classifier (balanced, leave one out)
+NOVELTY = Statistic("novel_share")  # new chunks with no close neighbour in the reference
+DUPLICATES = Statistic("duplicate_share")  # new chunks with a near copy elsewhere in the corpus
+NEW_CATEGORIES = Statistic("new_category_share")  # new chunks in categories the reference lacks
+NEW_SOURCES = Statistic("new_source_share")  # new chunks from sources the reference lacks
 FAMILY = (PSI_MEAN, KS_MAX, CLASSIFIER, NOVELTY, DUPLICATES, NEW_CATEGORIES, NEW_SOURCES)
 EVIDENTLY_SCORE = Statistic("evidently_model_auc")  # context: Evidently's own bootstrap decides its flag
 EVIDENTLY_DRIFTED = Statistic("evidently_drifted")
@@ -312,7 +312,7 @@ def _verdict(stat: Statistic, observed: float, null: np.ndarray, effect: float |
              detail: str = "") -> Verdict:
     """A statistic against its null; the effect is the value above the null's mean unless given."""
     mean = float(null.mean())
-    return Verdict(stat.name, float(observed), float(np.quantile(null, 0.95)), mean, float(stat.threshold),
+    return Verdict(stat.name, float(observed), float(np.quantile(null, 0.95)), mean, math.nan,
                    _permutation_p(observed, null), float(observed - mean if effect is None else effect), detail)
 
 
@@ -444,7 +444,7 @@ def _duplicates(reference: Sample, current: Sample) -> Verdict | None:
     p = float(stats.fisher_exact(table, alternative="greater")[1])
     null_q95 = float(stats.binom.ppf(0.95, cur.size, ref.mean()) / cur.size)
     detail = _describe(current, cur, "near copies") if cur.mean() - ref.mean() > 0 else ""
-    return Verdict(DUPLICATES.name, float(cur.mean()), null_q95, float(ref.mean()), float(DUPLICATES.threshold),
+    return Verdict(DUPLICATES.name, float(cur.mean()), null_q95, float(ref.mean()), math.nan,
                    p, float(cur.mean() - ref.mean()), detail)
 
 
@@ -511,7 +511,7 @@ def decide(results: Sequence[Verdict], alpha: float, thresholds: dict[str, float
     adjusted = holm([r.p_value for r in results]) if results else []
     out = []
     for r, p in zip(results, adjusted):
-        line = thresholds.get(r.statistic, r.threshold)
+        line = thresholds[r.statistic]
         drifted = p < alpha and r.effect >= line
         out.append(dataclasses.replace(r, threshold=line, adjusted_p=p, verdict=DRIFTED if drifted else STABLE,
                                        detail=r.detail if drifted else ""))

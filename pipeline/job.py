@@ -149,12 +149,13 @@ def evaluate_pipelines(config: Config, retriever: Retriever, gold: Sequence[Gold
 
 def _top1_cosines(retriever: Retriever, rankings: dict[str, list[Ranking]],
                   query_vectors: np.ndarray, chunk_vectors: np.ndarray) -> list[tuple[str, float]]:
-    """Mean cosine between each question and the best chunk of its top-1 document, per pipeline that uses
-    dense retrieval (for `dense` it is the top-1 score itself)."""
+    """Mean cosine between each question and the best chunk of its top-1 document, per fused pipeline (hybrid,
+    hybrid_rerank). Not for `dense`: its top-1 is the nearest chunk, whose cosine cannot fall while documents
+    are only added, so it could never signal a decline; not for `bm25`, which has no embeddings."""
     position = {c.id: i for i, c in enumerate(retriever.table.chunks)}
     rows = []
     for pipeline, ranked in rankings.items():
-        if pipeline == "bm25":
+        if pipeline in ("bm25", "dense"):
             continue
         cosines = [float(chunk_vectors[position[r.chunk_ids[0]]] @ q) if r.chunk_ids else float("nan")
                    for r, q in zip(ranked, query_vectors)]

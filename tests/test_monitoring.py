@@ -12,10 +12,12 @@ from datetime import date
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from pipeline import store
-from pipeline.config import AlertsConfig, Config, RetrievalConfig
+from pipeline.config import AlertsConfig, Config, DriftConfig, RetrievalConfig
+from pipeline.drift import CONTEXT, FAMILY, NOT_ENOUGH_DATA
 from pipeline.demo import DRIFT_SPREAD, FIRST_RUN_DAY, build_demo, demo_date
 from pipeline.job import backfill, run_day
 
@@ -50,14 +52,30 @@ def test_every_run_writes_drift_and_alerts_per_the_contract(e2e_config, embedder
     assert header == list(store.DRIFT_COLUMNS)
     assert (data / store.ALERTS).read_text().splitlines()[0].split(",") == list(store.ALERTS_COLUMNS)
     drift = store.read(data, store.DRIFT)
-    assert set(drift["reference_date"]) == {"2026-11-02"}  # the first run pins the reference
-    first = drift[drift["run_date"] == "2026-11-02"].set_index("statistic")["value"]
-    assert first["psi_mean"] == 0 and first["psi_max"] == 0  # the reference against itself
+    assert not (data / store.REFERENCE_FILE).exists()  # rolling by default: nothing is pinned
     last = drift[drift["run_date"] == "2026-11-04"].set_index("statistic")
-    assert last.loc["psi_expected", "value"] == pytest.approx(9 * (1 / 3 + 1 / 7))  # (bins - 1)(1/n_ref + 1/n_cur)
-    assert {"top1_cosine_dense", "top1_cosine_hybrid", "evidently_model_auc", "ks_min_p_bonferroni"} <= set(last.index)
-    assert "top1_cosine_bm25" not in last.index
-    assert (last["n_reference"] == 3).all() and (last["n_current"] == 7).all()
+    # A few documents a day: too little new text for any verdict, said so, never a number that looks like drift.
+    family = last.loc[[s.name for s in FAMILY]]
+    assert set(family["verdict"]) == {NOT_ENOUGH_DATA} and family["value"].isna().all()
+    assert family["detail"].str.startswith("not enough new data").all()
+    # top-1 cosine as context, only where it can fall (not dense: new documents can only raise its top-1)
+    assert last.loc["top1_cosine_hybrid", "verdict"] == CONTEXT
+    assert "top1_cosine_dense" not in last.index and "top1_cosine_bm25" not in last.index
+    # The current window grew back to the first run looking for enough new chunks; the reference lies before it.
+    assert set(last["current_start"]) == {"2026-11-02"} and set(last["reference_date"]) == {"2026-11-01"}
+
+
+def test_windows_hold_what_entered_in_them(e2e_config, embedder):
+    """With small minimums the window statistics run: the current window is the run's day, the reference the
+    days before it, disjoint, with the chunk counts of what entered in each."""
+    config = e2e_config.replace(drift=DriftConfig(min_current=2, min_reference=2, max_window_days=1, permutations=99,
+                                                  evidently=False))
+    results = backfill(config, DAYS[0], DAYS[-1])
+    last = pd.DataFrame(results[-1].drift).set_index("statistic")
+    entered = [r.run["docs_new"] + r.run["docs_updated"] for r in results]
+    assert set(last["n_current"]) == {entered[2]} and set(last["n_reference"]) == {entered[0] + entered[1]}
+    assert set(last["current_start"]) == {"2026-11-04"} and set(last["reference_date"]) == {"2026-11-03"}
+    assert set(last.loc[[s.name for s in FAMILY if s.name != "duplicate_share"], "verdict"]) <= {"stable", "drifted"}
 
 
 def test_an_alert_reaches_the_webhook_and_sets_the_exit_code(tmp_path, e2e_config, embedder, receiver):
