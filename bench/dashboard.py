@@ -22,7 +22,7 @@ import pandas as pd
 
 from pipeline import drift as stats
 from pipeline import store
-from pipeline.alerts import ALERT, CORPUS_WIDE, DROP, FEEDS_FAILED, ONGOING_PREFIX, PSI, WARNING
+from pipeline.alerts import ALERT, CORPUS_METRIC, CORPUS_WIDE, DRIFT, DROP, FEEDS_FAILED, WARNING
 from pipeline.config import ENV_CONFIG, ENV_DATA_DIR, Config, RetrievalConfig, to_toml
 from pipeline.corpus import Corpus, text_hash
 from pipeline.embeddings import Embedder
@@ -70,7 +70,6 @@ CROWDING = {True: 0.5, False: 0.15}  # chance a top slot holds a near-duplicate 
 # The alert rules as monitor.toml ships them.
 WATCHED, WATCHED_K = ("hit", "recall", "mrr", "ndcg"), 5
 WINDOW, DROP_THRESHOLD = 7, 0.10  # standard criticality
-PSI_WARNING, PSI_ALERT = 0.1, 0.2
 
 TARGET_SECONDS = 2.0
 TIMEOUT = 300  # seconds per AppTest script run
@@ -303,26 +302,31 @@ def corpus_and_runs(rng: np.random.Generator, data_dir: Path, config: Config, do
 
 
 def drift_frame(rng: np.random.Generator, runs: pd.DataFrame) -> pd.DataFrame:
-    """drift.csv: every statistic the Drift page reads, against the first run date; the corpus's growth moves
-    them slowly, the near-duplicates sharply."""
-    n_reference = int(min(runs["chunks_total"].iloc[0], 5000))
+    """drift.csv: every statistic of the family with a null and a verdict, plus the context rows; the day's new
+    chunks against the 14 days before, the near-duplicates drifting the duplicate share on their days."""
     rows = []
-    for day, total in enumerate(runs["chunks_total"]):
-        n_current = int(min(total, 5000))
-        event = float(np.clip((day - DRIFT_DAY + 1) / DRIFT_SPREAD, 0, 1))
-        psi = 0.01 + 0.08 * day / (DAYS - 1) + 0.16 * event + abs(rng.normal(0, 0.006))
-        auc = 0.5 + 0.6 * psi + rng.normal(0, 0.01)
-        values = {
-            stats.PSI_MEAN.name: psi, stats.PSI_MAX.name: psi * rng.uniform(1.9, 2.3),
-            stats.PSI_EXPECTED.name: 9 * (1 / n_reference + 1 / n_current),  # (bins - 1) * (1/n_ref + 1/n_cur)
-            stats.KL_MEAN.name: psi / 2.1, stats.KL_MAX.name: psi / 1.1, stats.KS_MAX.name: 0.03 + 0.5 * psi,
-            stats.KS_MIN_P.name: min(1.0, 10 * math.exp(-60 * psi)),
-            stats.EVIDENTLY_SCORE.name: auc, stats.EVIDENTLY_DRIFTED.name: float(auc > stats.EVIDENTLY_SCORE.threshold),
-            **{f"{stats.TOP1_COSINE.name}_{p}": 0.64 - 0.03 * day / (DAYS - 1) - 0.05 * event - 0.02 * i
-               + rng.normal(0, 0.002) for i, p in enumerate(DENSE_PIPELINES)}}
-        rows += [{"run_date": day_iso(day), "statistic": name, "value": value, "reference_date": day_iso(0),
-                  "n_reference": n_reference, "n_current": n_current} for name, value in values.items()]
-    return pd.DataFrame(rows)
+    for day, new in enumerate(runs["chunks_embedded"].clip(lower=20)):
+        event = DRIFT_DAY <= day < DRIFT_DAY + DRIFT_SPREAD
+        n_current, n_reference = int(new), int(14 * 40)
+        null = {s.name: abs(rng.normal(0.3, 0.02)) for s in stats.FAMILY}
+        values = {name: q * rng.uniform(0.3, 0.9) for name, q in null.items()}
+        if event:
+            values[stats.DUPLICATES.name] = 0.7
+        for statistic, value in values.items():
+            drifted = event and statistic == stats.DUPLICATES.name
+            rows.append({"statistic": statistic, "value": value, "null_value": null[statistic],
+                         "p_value": 0.002 if drifted else min(1.0, rng.uniform(0.1, 7)), "threshold": 0.25,
+                         "verdict": stats.DRIFTED if drifted else stats.STABLE,
+                         "detail": f"{DRIFT_DOCS // DRIFT_SPREAD} near copies" if drifted else "",
+                         "run_date": day_iso(day), "n_current": n_current})
+        for i, p in enumerate(DENSE_PIPELINES[1:]):
+            rows.append({"statistic": f"{stats.TOP1_COSINE.name}_{p}", "verdict": stats.CONTEXT,
+                         "value": 0.64 - 0.03 * day / (DAYS - 1) - 0.05 * event - 0.02 * i + rng.normal(0, 0.002),
+                         "run_date": day_iso(day), "n_current": n_current})
+        for row in rows[-len(values) - 2:]:
+            row.update(reference_date=day_iso(max(0, day - 1)), reference_start=day_iso(max(0, day - 14)),
+                       current_start=day_iso(day), n_reference=n_reference)
+    return pd.DataFrame(rows, columns=list(store.DRIFT_COLUMNS))
 
 
 def drop_alerts(metrics: pd.DataFrame) -> list[tuple]:
@@ -342,16 +346,11 @@ def drop_alerts(metrics: pd.DataFrame) -> list[tuple]:
     return found
 
 
-def psi_alerts(drift: pd.DataFrame) -> list[tuple]:
-    value = drift[drift["statistic"] == stats.PSI_MEAN.name].set_index("run_date")["value"]
-    expected = drift[drift["statistic"] == stats.PSI_EXPECTED.name].set_index("run_date")["value"]
-    found = []
-    for day in value[value >= PSI_WARNING].index:
-        severity, threshold = (ALERT, PSI_ALERT) if value[day] >= PSI_ALERT else (WARNING, PSI_WARNING)
-        found.append((day, PSI, CORPUS_WIDE, stats.PSI_MEAN.name, value[day], expected[day], math.nan, threshold,
-                      severity, (f"embedding drift: psi_mean is {value[day]:.3f} against the reference of "
-                                 f"{day_iso(0)}, at or above the {severity} threshold {threshold:g}")))
-    return found
+def drift_alerts(drift: pd.DataFrame) -> list[tuple]:
+    drifted = drift[drift["verdict"] == stats.DRIFTED]
+    return [(row.run_date, DRIFT, CORPUS_WIDE, CORPUS_METRIC, row.value, row.null_value, math.nan, row.threshold,
+             ALERT, f"corpus drift: {row.statistic} {row.value:.3f} (null 95% {row.null_value:.3f}). New: {row.detail}")
+            for row in drifted.itertuples()]
 
 
 def feed_alerts(runs: pd.DataFrame) -> list[tuple]:
@@ -362,28 +361,27 @@ def feed_alerts(runs: pd.DataFrame) -> list[tuple]:
 
 
 def alert_frame(metrics: pd.DataFrame, drift: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """alerts.csv: the drop rule (watched series at k = 5), the PSI rule and the feed rule applied to the synthetic
-    series with the shipped thresholds and the job's wording (without the randomisation test, and saying so)."""
-    alerts = pd.DataFrame(drop_alerts(metrics) + psi_alerts(drift) + feed_alerts(runs),
+    """alerts.csv: a drop rule (watched series at k = 5), the drift verdicts and the feed rule applied to the
+    synthetic series with the job's wording (without the paired test, and saying so)."""
+    alerts = pd.DataFrame([(*row, "", math.nan) for row in drop_alerts(metrics) + drift_alerts(drift) + feed_alerts(runs)],
                           columns=list(store.ALERTS_COLUMNS))
     return mark_ongoing(alerts.sort_values(["run_date", "rule", "pipeline", "metric"], ignore_index=True))
 
 
 def mark_ongoing(alerts: pd.DataFrame) -> pd.DataFrame:
-    """The job's "ongoing since <date>: " prefix on a condition that also fired, as badly, on the previous run
-    (an escalation from warning to alert stays new)."""
+    """The job's `since`: the first run date of a condition's streak over consecutive days at a severity at least
+    today's (an escalation from warning to alert starts a new streak)."""
     rank = {WARNING: 0, ALERT: 1}
     streaks: dict[tuple, tuple[str, str, str]] = {}  # (rule, pipeline, metric) -> first date, last date, severity
-    messages = []
+    since = []
     for row in alerts.itertuples(index=False):
         key = (row.rule, row.pipeline, row.metric)
         yesterday = (date.fromisoformat(row.run_date) - timedelta(days=1)).isoformat()
         start, last, severity = streaks.get(key, (row.run_date, "", row.severity))
-        start = start if last == yesterday else row.run_date
+        start = start if last == yesterday and rank[severity] >= rank[row.severity] else row.run_date
         streaks[key] = (start, row.run_date, row.severity)
-        ongoing = start != row.run_date and rank[severity] >= rank[row.severity]
-        messages.append(f"{ONGOING_PREFIX}{start}: {row.message}" if ongoing else row.message)
-    return alerts.assign(message=messages)
+        since.append(start)
+    return alerts.assign(since=since)
 
 
 def build_store(data_dir: Path) -> None:

@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import date
+from datetime import date, timedelta
 
 from pipeline.config import load_config, require_sources
 from pipeline.errors import DriftwatchError
@@ -62,10 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="exit 1 when an alert of severity 'alert' fired in any of the runs")
     _common(back)
 
-    rebase = sub.add_parser("rebaseline", help="pin the drift statistics' reference snapshot to a date",
-                            description="Make the corpus as it stood on --date the reference that drift "
-                                        "statistics compare against from the next run on.")
-    rebase.add_argument("--date", type=_date, required=True, help="the new reference date (YYYY-MM-DD)")
+    rebase = sub.add_parser("rebaseline", help="pin the drift statistics' reference window to end on a date",
+                            description="Make the chunks that entered in the drift.reference_days days up to --date "
+                                        "the reference window that every later run's new chunks are compared with "
+                                        "(instead of the rolling days just before each run's window).")
+    rebase.add_argument("--date", type=_date, required=True, help="the reference window's last day (YYYY-MM-DD)")
     _common(rebase)
 
     gate = sub.add_parser("eval", help="the CI gate: evaluate a gold set over documents, compare with a baseline",
@@ -168,15 +169,21 @@ def _run(args: argparse.Namespace) -> int:
 def _rebaseline(args: argparse.Namespace) -> int:
     from pipeline import store
     from pipeline.corpus import Corpus
+    from pipeline.job import Window, entered
 
     config = load_config(args.config, data_dir=args.data_dir)
+    window = Window(args.date - timedelta(days=config.drift.reference_days), args.date)
     with store.run_lock(config.data_dir), Corpus.in_dir(config.data_dir) as corpus:
-        n = len(corpus.snapshot(args.date))
+        n = len(entered(corpus, window))
         if n == 0:
-            print(f"error: the corpus in {config.data_dir} held no documents on {args.date}", file=sys.stderr)
+            first, last = window.describe()
+            print(f"error: no documents entered the corpus in {config.data_dir} from {first} to {last}",
+                  file=sys.stderr)
             return EXIT_BAD_INPUT
         store.write_reference(config.data_dir, args.date)
-    print(f"drift reference pinned to {args.date} ({n} documents); the next run compares against it")
+    first, last = window.describe()
+    print(f"drift reference pinned to the documents new from {first} to {last} ({n} documents); "
+          "the next run compares its new chunks with them")
     return EXIT_OK
 
 

@@ -184,15 +184,15 @@ def drift_windows(config: Config, corpus: Corpus, run_date: date,
     d = config.drift
     for days in range(d.window_days, d.max_window_days + 1):
         current = Window(run_date - timedelta(days=days), run_date)
-        entered = _entered(corpus, current, snapshot)
-        if len(chunk_documents(config, entered)) >= d.min_current:
+        documents = entered(corpus, current, snapshot)
+        if len(chunk_documents(config, documents)) >= d.min_current:
             break
     pinned = store.read_reference(config.data_dir)
     end = pinned if pinned is not None and pinned <= current.start else current.start
-    return Window(end - timedelta(days=d.reference_days), end), current, entered
+    return Window(end - timedelta(days=d.reference_days), end), current, documents
 
 
-def _entered(corpus: Corpus, window: Window, at_end: Sequence[StoredDocument] | None = None) -> list[StoredDocument]:
+def entered(corpus: Corpus, window: Window, at_end: Sequence[StoredDocument] | None = None) -> list[StoredDocument]:
     """The documents of the corpus at the window's end whose version is not the one of its start."""
     before = {(s.document.id, s.content_hash) for s in corpus.snapshot(window.start)}
     return [s for s in (at_end if at_end is not None else corpus.snapshot(window.end))
@@ -247,7 +247,7 @@ def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: dat
                top1: list[tuple[str, float]]) -> list[dict]:
     """drift.csv rows: what entered in the current window against the reference window (each statistic
     with its null and verdict), Evidently and the top-1 cosines as context, and query-log drift."""
-    reference_window, current_window, entered = drift_windows(config, corpus, run_date, snapshot)
+    reference_window, current_window, new_documents = drift_windows(config, corpus, run_date, snapshot)
     position = {c.id: i for i, c in enumerate(chunks)}
 
     def vectors_of(sample_chunks: list[Chunk]) -> np.ndarray:
@@ -255,9 +255,9 @@ def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: dat
             return vectors[[position[c.id] for c in sample_chunks]].reshape(len(sample_chunks), vectors.shape[1])
         return embed_cached(corpus, embedder, [c.text for c in sample_chunks]).vectors
 
-    current = _sample(config, entered, vectors_of,
+    current = _sample(config, new_documents, vectors_of,
                       _near_copies(config, snapshot, chunks, vectors, run_date))
-    reference_docs = _entered(corpus, reference_window)
+    reference_docs = entered(corpus, reference_window)
     reference = _sample(config, reference_docs, lambda cs: embed_cached(corpus, embedder, [c.text for c in cs]).vectors,
                         _near_copies(config, snapshot, chunks, vectors, reference_window.end))
     n_ref, n_cur = len(reference), len(current)

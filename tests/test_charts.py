@@ -24,24 +24,23 @@ def trend_frame() -> pd.DataFrame:
     for pipeline, values in (("bm25", (0.5, 0.6, 0.4)), ("dense", (0.8, 0.8, 0.9))):
         for i, (day, value) in enumerate(zip(DAYS, values)):
             rows.append({"run_date": day, "pipeline": pipeline, "value": value,
-                         "trailing_mean": math.nan if i == 0 else 0.55, "band_low": math.nan if i < 2 else 0.45,
-                         "band_high": math.nan if i < 2 else 0.65, "threshold": math.nan if i < 2 else 0.495,
-                         "floor": 0.3})
+                         "baseline": math.nan if i < 2 else 0.55, "edge": math.nan if i < 2 else 0.45,
+                         "reference": math.nan if i < 1 else 0.6, "ewma": math.nan if i < 1 else 0.58,
+                         "reference_edge": math.nan if i < 1 else 0.5, "floor": 0.3})
     return pd.DataFrame(rows)
 
 
-def test_trend_figure_draws_values_mean_band_threshold_floor_alerts_and_events():
+def test_trend_figure_draws_values_the_rules_edges_floor_alerts_and_events():
     points = pd.DataFrame({"run_date": [DAYS[2]], "pipeline": ["bm25"], "value": [0.4], "severity": ["alert"],
                            "message": ["[alert / drop] recall@5 of bm25 fell <20%>"]})
     events = pd.DataFrame({"run_date": [DAYS[1]], "events": ["injected <b>40</b> docs"]})
-    fig = charts.trend_figure(trend_frame(), "recall@5", points, events, window=7, sigma=3,
-                              threshold_note="10% below the trailing mean")
+    fig = charts.trend_figure(trend_frame(), "recall@5", points, events, threshold_note="10% below the baseline")
     named = traces(fig)
     assert list(named["bm25"].y) == [0.5, 0.6, 0.4] and list(named["dense"].y) == [0.8, 0.8, 0.9]
-    assert list(named["bm25 trailing 7-run mean"].y)[1:] == [0.55, 0.55]
-    assert list(named["bm25 drop threshold (10% below the trailing mean)"].y)[2] == 0.495
-    band = named["bm25 3σ band"]
-    assert band.fill == "tonexty" and list(band.y) == [0.45]
+    assert list(named["bm25 baseline"].y) == [0.55]
+    band = named["bm25 drop edge (10% below the baseline)"]
+    assert band.fill == "tonexty" and list(band.y) == [0.45]  # shaded from the baseline out to the edge
+    assert list(named["bm25 slow-drift edge"].y) == [0.5, 0.5]
     assert [s.y0 for s in fig.layout.shapes if s.y0 == s.y1] == [0.3]  # the floor line
     marker = named["alert fired"]
     assert list(marker.y) == [0.4] and marker.marker.color == charts.SEVERITY_COLOURS["alert"]

@@ -121,10 +121,11 @@ def test_fail_on_alert_and_rebaseline_from_the_command_line(tmp_path, e2e_config
     done = cli("run", "--config", str(path), "--date", "2026-11-03", "--fail-on-alert")
     assert done.returncode == 1, done.stderr
     done = cli("rebaseline", "--config", str(path), "--date", "2026-11-03")
-    assert done.returncode == 0 and "pinned to 2026-11-03 (5 documents)" in done.stdout
+    assert done.returncode == 0, done.stderr
+    assert "pinned to the documents new from 2026-10-21 to 2026-11-03 (5 documents)" in done.stdout
     assert store.read_reference(e2e_config.data_dir) == date(2026, 11, 3)
     done = cli("rebaseline", "--config", str(path), "--date", "2026-10-01")
-    assert done.returncode == 2 and "held no documents on 2026-10-01" in done.stderr
+    assert done.returncode == 2 and "no documents entered the corpus" in done.stderr
 
 
 def test_demo_drift_event_alerts_and_the_stable_period_does_not(tmp_path):

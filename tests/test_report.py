@@ -32,7 +32,8 @@ def write_history(data_dir: Path) -> None:
             for q, r in (("q1", 1.0 if day < "2026-11-16" else 0.0), ("q2", 1.0))])
         alerts = [] if day != "2026-11-17" else [{
             "run_date": day, "rule": "drop", "pipeline": "bm25", "metric": "recall@5", "value": 0.5, "baseline": 0.8,
-            "change_pct": -37.5, "threshold": 10.0, "severity": "alert", "message": f"recall fell {HOSTILE}"}]
+            "change_pct": -37.5, "threshold": 10.0, "severity": "alert", "message": f"recall fell {HOSTILE}",
+            "since": "2026-11-17", "p_value": 0.001}]
         store.replace_date(data_dir, store.ALERTS, day, alerts)
 
 

@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline import store, views
+from pipeline import series, store, views
 from pipeline.config import AlertsConfig, ChunkingConfig, Config, load_config, to_toml
 from pipeline.corpus import Corpus, text_hash
+from pipeline.metrics import REGISTRY
 from pipeline.embeddings import Embedder
 from pipeline.sources import Document
 
@@ -78,8 +79,8 @@ def test_question_column_maps_mrr_to_rr():
 
 def test_threshold_note_follows_the_harmful_direction():
     config = AlertsConfig(drop={"recall@5": 0.05})
-    assert views.threshold_note("recall", 5, config) == "5% below the trailing mean"
-    assert views.threshold_note("unjudged", 5, config) == "10% above the trailing mean"
+    assert views.threshold_note("recall", 5, config) == "5% below the baseline and past its noise"
+    assert views.threshold_note("unjudged", 5, config) == "10% above the baseline and past its noise"
 
 
 # --- where the data is -------------------------------------------------------------------------------------
@@ -199,26 +200,36 @@ def test_headline_cards(tmp_path):
     assert math.isnan(cards.iloc[1]["trailing_mean"])  # mrr has no earlier run
 
 
-def test_trend_lines_follow_the_alert_rules(tmp_path):
-    values = (0.6, 0.6, 0.6, 0.6, 0.3)
-    metrics = stored(tmp_path, store.METRICS, [metric(d, v) for d, v in zip((D1, D2, D3, D4, D5), values)])
-    config = AlertsConfig(window=3, floors={"recall@5": 0.4})
-    trend = views.trend(metrics, "recall", 5, ["p"], config, ks=(1, 5)).set_index("run_date")
-    # the drop threshold needs MIN_BASELINE (3) earlier runs, the band a full window (3): from D4 on
-    assert trend["threshold"].isna().tolist() == [True, True, True, False, False]
-    assert trend.loc[pd.Timestamp(D4), "threshold"] == pytest.approx(0.6 * (1 - 0.10))
-    assert trend.loc[pd.Timestamp(D5), "band_low"] == pytest.approx(0.6)  # no spread: the band is the mean
-    assert trend["band_high"].notna().tolist() == [False, False, False, True, True]
+def test_trend_draws_the_rules_own_band_for_watched_series(tmp_path):
+    days = (D1, D2, D3, D4, D5)
+    values = {"q1": (1, 1, 1, 1, 0), "q2": (1, 0, 1, 1, 0), "q3": (0, 1, 1, 0, 0)}
+    per_question = stored(tmp_path, store.PER_QUESTION, [question(d, q, v[i], 1) for q, v in values.items()
+                                                          for i, d in enumerate(days)])
+    means = [sum(v[i] for v in values.values()) / 3 for i in range(5)]
+    metrics = stored(tmp_path, store.METRICS, [metric(d, m) for d, m in zip(days, means)])
+    config = AlertsConfig(window=3, floors={"recall@5": 0.4}, metrics=("recall@5",))
+    trend = views.trend(metrics, per_question, "recall", 5, ["p"], config, ks=(1, 5)).set_index("run_date")
+    key = series.SeriesKey("p", REGISTRY["recall"], 5)
+    expected = series.bands(per_question, key, config, n_tests=1).set_index("run_date")
+    # the drop rule needs MIN_BASELINE (3) earlier runs: from D4 on, with the very contrast the rule tests
+    assert trend["edge"].isna().tolist() == [True, True, True, False, False]
+    matrix = series.question_matrix(per_question, key)
+    test = series.drop_contrast(matrix, pd.Timestamp(D5), config, True)
+    assert trend.loc[pd.Timestamp(D5), "baseline"] == pytest.approx(test.baseline)
+    assert trend.loc[pd.Timestamp(D5), "edge"] == pytest.approx(
+        min(test.baseline * 0.9, test.baseline - series.critical_z(config.alpha, 1) * test.sd))
+    assert trend["edge"].equals(expected["edge"])
     assert (trend["floor"] == 0.4).all() and trend["watched"].all()
-    cut = views.trend(metrics, "recall", 5, ["p"], config, (1, 5), start=date(2026, 11, 5))
+    cut = views.trend(metrics, per_question, "recall", 5, ["p"], config, (1, 5), start=date(2026, 11, 5))
     assert cut["run_date"].tolist() == [pd.Timestamp(D4), pd.Timestamp(D5)]
-    assert cut["trailing_mean"].tolist() == pytest.approx([0.6, 0.6])  # computed before the cut
+    assert cut["baseline"].tolist() == pytest.approx(trend["baseline"].tolist()[3:])  # computed before the cut
 
 
-def test_trend_threshold_of_a_lower_is_better_metric_is_above_the_mean(tmp_path):
+def test_trend_of_an_unwatched_series_draws_no_band(tmp_path):
     metrics = stored(tmp_path, store.METRICS, [metric(d, 0.5, name="unjudged") for d in (D1, D2, D3, D4)])
-    trend = views.trend(metrics, "unjudged", 5, ["p"], AlertsConfig(window=3), ks=(5,))
-    assert trend["threshold"].iloc[-1] == pytest.approx(0.5 * 1.1)
+    per_question = stored(tmp_path, store.PER_QUESTION, [question(d, "q1", 0.5, 1) for d in (D1, D2, D3, D4)])
+    trend = views.trend(metrics, per_question, "unjudged", 5, ["p"], AlertsConfig(window=3), ks=(5,))
+    assert trend["edge"].isna().all() and trend["baseline"].isna().all()
     assert not trend["watched"].any()  # the default watched series are hit, recall, mrr, ndcg
 
 
