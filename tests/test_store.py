@@ -253,7 +253,7 @@ def test_recover_removes_stale_temporaries_and_incomplete_dates(tmp_path, caplog
         store.replace_date(tmp_path, store.METRICS, day, metric_rows(day, 0.5))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()
-    stale, live = tmp_path / f".metrics.csv.{dead}.tmp", tmp_path / f".metrics.csv.{os.getpid()}.tmp"
+    stale, live = tmp_path / f".metrics.csv.{dead}.tmp", tmp_path / f".drift.csv.{os.getpid()}.tmp"
     stale.write_text("partial")
     live.write_text("being written")
     with caplog.at_level("WARNING"):
