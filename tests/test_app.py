@@ -399,6 +399,18 @@ def test_without_metrics_csv_every_page_shows_an_empty_state(history, tmp_path, 
         assert any(f"{data_dir / store.METRICS} has no rows" in n for n in notes), notes
 
 
+def test_a_simulation_meeting_a_bad_gold_set_says_so_and_keeps_the_page(history, tmp_path, open_app):
+    data_dir = copy_of(history, tmp_path)
+    missing = tmp_path / "gone.jsonl"
+    settings = data_dir / "demo.toml"
+    settings.write_text(re.sub(r'(?m)^gold = .*$', f'gold = "{missing}"', settings.read_text()))
+    at = visit(open_app(data_dir), "pages/simulate.py")
+    at.button(key="sim_run").click()
+    rerun(at)
+    assert any(f"{missing}: gold set not found" in literal(e.value) for e in at.error)
+    assert at.get_by_key("sim_chart")  # the page goes on: the original series are still drawn
+
+
 def test_the_empty_state_builds_the_demo_then_shows_it(tmp_path, open_app):
     data_dir = tmp_path / "new"
     at = open_app(data_dir)
