@@ -59,7 +59,7 @@ def _hub_offline() -> bool:
 
 def _looks_like_path(name: str) -> bool:
     """A hub id is `name` or `owner/name`; anything else is meant as a folder."""
-    return name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name
+    return name.startswith((".", "/", "~")) or name.count("/") > 1
 
 
 def locate_model(name: str, what: str = "embedding model") -> ModelSource:
