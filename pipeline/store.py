@@ -110,7 +110,7 @@ def split_ids(value: str) -> list[str]:
 _BLOCK = 1 << 20  # bytes read at a time when scanning a file
 _BOM = b"\xef\xbb\xbf"
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_TEMPORARY = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.tmp")  # what `_atomic_write` leaves when killed
+_TEMPORARY = re.compile(r"\..+\.(?P<pid>\d+)\.tmp")  # what `_atomic_write` leaves when killed
 # The files whose rows belong to a run: a date they hold without a runs.csv row is an interrupted run.
 RUN_PARTS = (PER_QUESTION, METRICS, DRIFT, ALERTS)
 
@@ -171,9 +171,8 @@ def _last_row_offset(path: Path) -> int:
             position = offset
             for piece in block.split(b'"'):
                 if not quoted and (last := piece.rfind(b"\n")) >= 0:
-                    before = piece.rfind(b"\n", 0, last)
-                    ends = [ends[1], position + before + 1] if before >= 0 else ends
-                    ends = [ends[1], position + last + 1]
+                    before = piece.rfind(b"\n", 0, last)  # a piece may end two rows
+                    ends = [position + before + 1 if before >= 0 else ends[1], position + last + 1]
                 position += len(piece) + 1
                 quoted = not quoted
             quoted = not quoted  # the split added one toggle too many: the block does not end in a quote
