@@ -17,6 +17,7 @@ from pipeline import report, store, views
 from pipeline.alerts import ALERT, WARNING
 from pipeline.config import Config, ConfigError
 from pipeline.corpus import CORPUS_FILE
+from pipeline.errors import DriftwatchError
 from pipeline.gold import GoldError
 
 SEVERITY_ICONS = {ALERT: ":material/error:", WARNING: ":material/warning:"}
@@ -30,10 +31,13 @@ _run = threading.local()  # whether the running page was started by app.py (one 
 
 @contextmanager
 def framed() -> Iterator[None]:
-    """app.py runs the page inside this, after drawing the shared sidebar and banner."""
+    """app.py runs the page inside this, after drawing the shared sidebar and banner. A domain error the page
+    meets (a malformed file, a gold set or query log that cannot be used...) ends the page with its message."""
     _run.framed = True
     try:
         yield
+    except DriftwatchError as exc:
+        stopped(exc)
     finally:
         _run.framed = False
 
@@ -57,6 +61,13 @@ def page_frame() -> None:
 def error(problem: object) -> None:
     """A domain error as one red box, its text shown literally (it may name paths, keys and ids)."""
     st.error(views.escape_markdown(str(problem)), icon=":material/error:")
+
+
+def stopped(problem: DriftwatchError) -> None:
+    """The page's end on bad input: the message (it names the file) and what to do, not a traceback."""
+    error(problem)
+    st.info("This page needs the file above: fix or restore it, or re-run the daily job for the dates it lacks.",
+            icon=":material/info:")
 
 
 # --- where the data is ---------------------------------------------------------------------------------------
@@ -121,8 +132,8 @@ def read(name: str, directory: Path | None = None) -> pd.DataFrame:
     directory = Path(directory or data_dir())
     try:
         return _cached(str(directory), name, _stamp(directory / name))
-    except store.StoreSchemaError as exc:
-        error(exc)
+    except DriftwatchError as exc:
+        stopped(exc)
         st.stop()
 
 
@@ -155,7 +166,14 @@ def runs(directory: Path | None = None) -> pd.DataFrame:
 
 
 def metrics(directory: Path | None = None) -> pd.DataFrame:
-    return read(store.METRICS, directory)
+    """metrics.csv; every page that asks for it needs its rows, so without any the page ends with a note."""
+    frame = read(store.METRICS, directory)
+    if frame.empty:
+        st.info(views.escape_markdown(f"{Path(directory or data_dir()) / store.METRICS} has no rows (missing or "
+                                      "empty) although runs.csv has: re-run the daily job (python -m pipeline "
+                                      "run --date ...) for the dates it lacks."), icon=":material/info:")
+        st.stop()
+    return frame
 
 
 def per_question(directory: Path | None = None) -> pd.DataFrame:

@@ -10,8 +10,8 @@ from pages import _ui as ui
 from pipeline import charts, store, views
 from pipeline.demo import pack_articles
 from pipeline.drift import EVIDENTLY_SCORE, PSI_MEAN
-from pipeline.embeddings import EmbedderError
-from pipeline.simulate import SCENARIOS, Scenario, SimulationError, discard_sandbox, simulate
+from pipeline.errors import DriftwatchError
+from pipeline.simulate import SCENARIOS, Scenario, discard_sandbox, simulate
 
 SCENARIO_HELP = {"offtopic": "inject off-topic (sports) documents", "near-duplicates":
                  "inject near-duplicates of the gold answers", "delete": "delete documents",
@@ -57,7 +57,7 @@ if st.button("Run the simulation", key="sim_run", type="primary", icon=":materia
 
     try:
         simulate(config, scenario, source, sandbox, progress=progress)
-    except (SimulationError, EmbedderError, store.LockError) as exc:
+    except (DriftwatchError, store.LockError) as exc:  # any bad input: say so, keep the page
         ui.error(exc)
 
 made = views.sandbox_info(sandbox, source)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pipeline.errors import DriftwatchError
-
 import dataclasses
 import hashlib
 import json
@@ -17,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import __version__
+from pipeline.errors import DriftwatchError
 from pipeline.metrics import DEFAULT_WATCHED, MEAN_NAMES
 
 DEFAULT_CONFIG_FILE = "monitor.toml"
@@ -33,6 +32,14 @@ DENSE_INDEXES = ("flat", "hnsw")
 BM25_METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
 STOPWORDS = ("en", "none")
 METRIC_NAMES = tuple(MEAN_NAMES.values())  # the averaged metrics' names in metrics.csv
+
+
+# Upper bounds of settings that a typo (or an attacker's config) would otherwise make unbounded.
+MAX_TIMEOUT = 600.0  # seconds, for fetch.timeout and alerts.webhook_timeout
+MAX_WEBHOOK_RETRIES = 10
+MAX_TRUNCATE_DIM = 8192  # no sentence embedding model is wider; the load checks the model's own dimension
+DEVICES = ("cpu", "cuda", "cuda:N", "mps")  # as messages list them
+_HTTP_SCHEMES = ("http://", "https://")
 
 
 class ConfigError(DriftwatchError):
@@ -248,20 +255,43 @@ def _build(cls: type, table: Any, where: str, base: Path) -> Any:
         raise ConfigError(f"missing required key {prefix}{missing[0]}") from None
 
 
+def _is_http(url: str) -> bool:
+    return url.lower().startswith(_HTTP_SCHEMES)  # a URL's scheme is case-insensitive (RFC 3986)
+
+
+def _device_problem(device: str) -> str | None:
+    """Why `device` cannot run the models here, or None: cpu, cuda, cuda:N (an existing GPU) or mps."""
+    if device in ("cpu", "mps"):
+        return None
+    kind, _, index = device.partition(":")
+    if kind != "cuda" or (index and not index.isdigit()):
+        return f"unknown device {device!r} (valid: {', '.join(DEVICES)})"
+    import torch
+
+    count = torch.cuda.device_count()
+    if int(index or 0) >= count:
+        return f"{device!r} needs GPU {int(index or 0)}, but this machine has {count} CUDA device(s)"
+    return None
+
+
 def _check(cfg: Config, src: str) -> None:
     """Value checks that types alone cannot express; every message names the key."""
 
     def bad(key: str, why: str) -> ConfigError:
         return ConfigError(f"{src}: {key}: {why}")
 
-    if cfg.fetch.timeout <= 0:
-        raise bad("fetch.timeout", "must be > 0 seconds")
+    for key, seconds in (("fetch.timeout", cfg.fetch.timeout), ("alerts.webhook_timeout", cfg.alerts.webhook_timeout)):
+        if not 0 < seconds <= MAX_TIMEOUT:  # also refuses nan
+            raise bad(key, f"must be a number of seconds > 0 and <= {MAX_TIMEOUT:g}, got {seconds!r}")
     if cfg.fetch.max_bytes <= 0:
         raise bad("fetch.max_bytes", "must be > 0")
     if cfg.embedder.batch_size <= 0:
         raise bad("embedder.batch_size", "must be > 0")
-    if cfg.embedder.truncate_dim is not None and cfg.embedder.truncate_dim <= 0:
-        raise bad("embedder.truncate_dim", "must be > 0")
+    if cfg.embedder.truncate_dim is not None and not 0 < cfg.embedder.truncate_dim <= MAX_TRUNCATE_DIM:
+        raise bad("embedder.truncate_dim", f"must be > 0 and <= {MAX_TRUNCATE_DIM} (and at most the model's dimension)")
+    device_problem = _device_problem(cfg.embedder.device)
+    if device_problem:
+        raise bad("embedder.device", device_problem)
     if cfg.chunking.size <= 0:
         raise bad("chunking.size", "must be > 0 words")
     if not 0 <= cfg.chunking.overlap < cfg.chunking.size:
@@ -334,17 +364,17 @@ def _check(cfg: Config, src: str) -> None:
             date.fromisoformat(a.reference_start)
         except ValueError:
             raise bad("alerts.reference_start", f"not a YYYY-MM-DD date: {a.reference_start!r}") from None
-    if a.webhook_url is not None and not a.webhook_url.startswith(("http://", "https://")):
+    if a.webhook_url is not None and not _is_http(a.webhook_url):
         raise bad("alerts.webhook_url", "must be an http(s) URL")
-    if a.webhook_timeout <= 0 or a.webhook_retries < 0:
-        raise bad("alerts.webhook_timeout", "timeout must be > 0 and retries >= 0")
+    if not 0 <= a.webhook_retries <= MAX_WEBHOOK_RETRIES:
+        raise bad("alerts.webhook_retries", f"must be >= 0 and <= {MAX_WEBHOOK_RETRIES}")
     names = [s.name for s in cfg.sources]
     for i, s in enumerate(cfg.sources):
         if not s.name.strip():
             raise bad(f"sources[{i}].name", "must not be empty")
         if (s.url is None) == (s.path is None):
             raise bad(f"sources[{i}] ({s.name})", "give exactly one of url or path")
-        if s.url is not None and not s.url.startswith(("http://", "https://")):
+        if s.url is not None and not _is_http(s.url):
             raise bad(f"sources[{i}].url", f"only http(s) URLs are supported, got {s.url!r}")
         if names.count(s.name) > 1:
             raise bad(f"sources[{i}].name", f"duplicate source name {s.name!r}")

@@ -3,8 +3,6 @@ the embedding cache and the HTTP validators of the feeds."""
 
 from __future__ import annotations
 
-from pipeline.errors import DriftwatchError
-
 import dataclasses
 import hashlib
 import json
@@ -17,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.errors import DriftwatchError
 from pipeline.sources import Document, HttpCacheEntry, bounded_id
 
 log = logging.getLogger(__name__)
@@ -100,26 +99,47 @@ def _day(d: date | str) -> str:
     return d.isoformat() if isinstance(d, date) else str(date.fromisoformat(d))
 
 
+def _check_schema(db: sqlite3.Connection, path: Path) -> None:
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is None or row[0] != SCHEMA_VERSION:
+        raise CorpusError(f"{path}: corpus schema version {row and row[0]!r}, expected {SCHEMA_VERSION}")
+
+
+def check_file(path: Path) -> None:
+    """An existing corpus file must be a driftwatch corpus (read only: nothing is written); raises CorpusError."""
+    path = Path(path)
+    if path.exists() and (path.is_dir() or path.stat().st_size > 0):
+        Corpus(path, readonly=True).close()
+
+
 class Corpus:
     """One SQLite file (WAL mode) in the data directory; use as a context manager."""
 
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self.path = Path(path)
-        if readonly:
-            if not self.path.exists():
-                raise CorpusError(f"{self.path}: no corpus yet")
-            self.db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
-        else:
+        if readonly and not self.path.exists():
+            raise CorpusError(f"{self.path}: no corpus yet")
+        if not readonly:
+            check_file(self.path)  # before SQLite writes its tables into someone else's database
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(self.path)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(_SCHEMA)
-            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
-            self.db.commit()
-        row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is None or row[0] != SCHEMA_VERSION:
-            raise CorpusError(f"{self.path}: corpus schema version {row and row[0]!r}, expected {SCHEMA_VERSION}")
+        try:
+            self.db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True) if readonly else sqlite3.connect(self.path)
+        except sqlite3.Error as exc:
+            raise CorpusError(f"{self.path}: cannot open the corpus (SQLite: {exc})") from None
+        try:
+            if not readonly:
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.execute("PRAGMA synchronous=NORMAL")
+                self.db.executescript(_SCHEMA)
+                self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
+                self.db.commit()
+            _check_schema(self.db, self.path)
+        except sqlite3.DatabaseError as exc:
+            self.db.close()
+            raise CorpusError(f"{self.path}: not a driftwatch corpus (SQLite: {exc})") from None
+        except CorpusError:
+            self.db.close()
+            raise
 
     @classmethod
     def in_dir(cls, data_dir: Path, *, readonly: bool = False) -> Corpus:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pipeline.errors import DriftwatchError
-
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +12,7 @@ import numpy as np
 
 from pipeline.config import DEFAULT_MODEL, EmbedderConfig
 from pipeline.corpus import Corpus, text_hash
+from pipeline.errors import DriftwatchError
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,57 @@ def resolve_model(name: str) -> str:
     return name
 
 
+HUB_TIMEOUT = 10.0  # seconds to ask the model hub whether a model not cached here exists
+_TRUE = ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model loads from: a local folder or hub id, and whether it is here already (no hub call)."""
+
+    location: str
+    local: bool
+
+
+def _hub_offline() -> bool:
+    return any(os.environ.get(v, "").lower() in _TRUE for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _looks_like_path(name: str) -> bool:
+    """A hub id is `name` or `owner/name`; anything else is meant as a folder."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1
+
+
+def locate_model(name: str, what: str = "embedding model") -> ModelSource:
+    """Where `name` loads from, checked without loading it: a local folder, the local hub cache, else the hub
+    (asked once, with a short timeout). Raises EmbedderError at once when the model cannot be had, instead
+    of the model libraries' minute of retries against an unreachable hub."""
+    location = resolve_model(name)
+    if Path(location).is_dir():
+        return ModelSource(location, local=True)
+    if _looks_like_path(name):
+        raise EmbedderError(f"{what} {name!r}: no such folder ({Path(name).expanduser()})")
+    from huggingface_hub import model_info, try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError, RepositoryNotFoundError
+
+    try:
+        if isinstance(try_to_load_from_cache(name, "config.json"), str):
+            return ModelSource(name, local=True)
+    except HFValidationError:
+        raise EmbedderError(f"{what} {name!r}: neither a folder nor a model hub id (owner/name)") from None
+    if _hub_offline():
+        raise EmbedderError(f"{what} {name!r} is not in the local model cache and the hub is off "
+                            "(HF_HUB_OFFLINE): give a local folder")
+    try:
+        model_info(name, timeout=HUB_TIMEOUT)
+    except RepositoryNotFoundError:
+        raise EmbedderError(f"{what} {name!r}: no such model on the hub (and no such folder)") from None
+    except Exception as exc:  # network errors of whichever HTTP client the hub library uses
+        raise EmbedderError(f"{what} {name!r} is not in the local model cache and the hub is unreachable "
+                            f"({type(exc).__name__}): give a local folder") from None
+    return ModelSource(name, local=False)
+
+
 def normalize(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -65,16 +116,26 @@ class Embedder:
         if self._model is None:
             from sentence_transformers import SentenceTransformer
 
-            location = resolve_model(self.config.model)
+            source = locate_model(self.config.model)
             try:
-                self._model = SentenceTransformer(location, device=self.config.device,
-                                                  truncate_dim=self.config.truncate_dim)
+                model = SentenceTransformer(source.location, device=self.config.device,
+                                            truncate_dim=self.config.truncate_dim, local_files_only=source.local)
             except Exception as exc:  # the library raises OSError, ValueError, HTTP errors...
                 raise EmbedderError(
-                    f"cannot load embedding model {self.config.model!r} (looked at {location!r}): {exc}. "
+                    f"cannot load embedding model {self.config.model!r} (looked at {source.location!r}): {exc}. "
                     "Give a local folder, or a hub id on a machine that reaches the hub.") from exc
-            log.info("loaded embedding model %s from %s", self.config.model, location)
+            dim = model.get_embedding_dimension()  # the smaller of truncate_dim and the model's own
+            if self.config.truncate_dim is not None and self.config.truncate_dim > dim:
+                raise EmbedderError(f"embedder.truncate_dim = {self.config.truncate_dim} is larger than the "
+                                    f"{dim} dimensions of {self.config.model!r}")
+            log.info("loaded embedding model %s from %s", self.config.model, source.location)
+            self._model = model
         return self._model
+
+    def check(self) -> None:
+        """Fail now (EmbedderError) when the model cannot be had; loads nothing (a cached run never loads it)."""
+        if self._model is None:
+            locate_model(self.config.model)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """L2-normalised float32 vectors, one row per text (normalised after any truncation)."""

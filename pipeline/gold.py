@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from pipeline.errors import DriftwatchError
-
 import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.errors import DriftwatchError
+from pipeline.store import MAX_ID_LENGTH
+
 log = logging.getLogger(__name__)
 
 KEYS = ("id", "question", "relevant", "tags")
+MAX_GRADE = 10  # graded relevance runs 0 (judged not relevant) to 10; nDCG's gain 2**grade - 1 stays finite
+MAX_LINE_LENGTH = 1_000_000  # characters of one JSONL line
+MAX_QUESTION_LENGTH = 10_000  # characters of a question's text (it is embedded and searched every run)
 
 
 class GoldError(DriftwatchError):
@@ -31,6 +35,12 @@ class GoldQuestion:
         return tuple(d for d, g in self.relevant.items() if g > 0)
 
 
+def _check_ids(doc_ids: Iterable[str], where: str) -> None:
+    for d in doc_ids:
+        if len(d) > MAX_ID_LENGTH:
+            raise GoldError(f"{where}: doc id {d[:40]!r}... is {len(d)} characters, over {MAX_ID_LENGTH}")
+
+
 def _grades(value: object, where: str) -> dict[str, int]:
     """`["d1", "d2"]` means grade 1 each; `{"d1": 2, "d2": 1}` gives grades (0 = judged not relevant)."""
     if isinstance(value, list):
@@ -38,13 +48,15 @@ def _grades(value: object, where: str) -> dict[str, int]:
             raise GoldError(f"{where}: 'relevant' must list non-empty doc id strings")
         if len(set(value)) != len(value):
             raise GoldError(f"{where}: 'relevant' lists a doc id twice")
+        _check_ids(value, where)
         return {d: 1 for d in value}
     if isinstance(value, dict):
         for d, g in value.items():
             if not d:
                 raise GoldError(f"{where}: 'relevant' has an empty doc id")
-            if type(g) is not int or g < 0:
-                raise GoldError(f"{where}: grade of {d!r} must be an integer >= 0, got {g!r}")
+            if type(g) is not int or not 0 <= g <= MAX_GRADE:
+                raise GoldError(f"{where}: grade of {d!r} must be an integer from 0 to {MAX_GRADE}, got {g!r}")
+        _check_ids(value, where)
         return dict(value)
     raise GoldError(f"{where}: 'relevant' must be a list of doc ids or an object of doc id -> grade")
 
@@ -56,6 +68,8 @@ def parse_gold(lines: Iterable[str], source: str) -> list[GoldQuestion]:
         if not line.strip():
             continue
         where = f"{source}:{lineno}"
+        if len(line) > MAX_LINE_LENGTH:
+            raise GoldError(f"{where}: the line is {len(line)} characters, over {MAX_LINE_LENGTH}")
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
@@ -68,10 +82,16 @@ def parse_gold(lines: Iterable[str], source: str) -> list[GoldQuestion]:
         qid, text = obj.get("id"), obj.get("question")
         if not isinstance(qid, str) or not qid.strip():
             raise GoldError(f"{where}: 'id' must be a non-empty string")
+        if len(qid) > MAX_ID_LENGTH:
+            raise GoldError(f"{where}: 'id' {qid[:40]!r}... is {len(qid)} characters, over {MAX_ID_LENGTH}")
+        if "\r" in qid:  # the store keeps text with newlines only (see store._without_carriage_returns)
+            raise GoldError(f"{where}: 'id' {qid!r} contains a carriage return")
         if qid in seen:
             raise GoldError(f"{where}: duplicate question id {qid!r} (first on line {seen[qid]})")
         if not isinstance(text, str) or not text.strip():
             raise GoldError(f"{where}: question {qid!r} has an empty 'question'")
+        if len(text) > MAX_QUESTION_LENGTH:
+            raise GoldError(f"{where}: question {qid!r} is {len(text)} characters, over {MAX_QUESTION_LENGTH}")
         if "relevant" not in obj:
             raise GoldError(f"{where}: question {qid!r} has no 'relevant'")
         grades = _grades(obj["relevant"], where)

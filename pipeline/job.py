@@ -18,11 +18,12 @@ from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
 from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document
 from pipeline.config import Config, require_sources
-from pipeline.corpus import Corpus, StoredDocument
-from pipeline.embeddings import Embedder, embed_cached
+from pipeline.corpus import CORPUS_FILE, Corpus, StoredDocument
+from pipeline.corpus import check_file as check_corpus
+from pipeline.embeddings import Embedder, embed_cached, locate_model
 from pipeline.gold import GoldQuestion, load_gold
 from pipeline.metrics import MEAN_NAMES, METRICS, evaluate
-from pipeline.retrieval import Ranking, Reranker, Retriever
+from pipeline.retrieval import RERANKER, Ranking, Reranker, Retriever
 from pipeline.sources import FeedError, FeedOutcome, collect
 
 log = logging.getLogger(__name__)
@@ -307,6 +308,21 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict) -> tuple[list
     return alerts, [a for a in alerts if a.new and a.key not in seen]
 
 
+def check_inputs(config: Config, run_date: date, embedder: Embedder) -> list[GoldQuestion]:
+    """Check everything a run reads before its first write: the gold set, the store's files, the corpus
+    file, the query log and the models (located, not loaded). Returns the gold set; raises the domain
+    error that names the bad input."""
+    gold = load_gold(config.gold)
+    store.validate(config.data_dir)
+    check_corpus(config.data_dir / CORPUS_FILE)
+    if config.drift.query_log is not None:
+        drift.read_query_log(config.drift.query_log, run_date, config.drift.query_window_days)
+    embedder.check()
+    if "hybrid_rerank" in config.retrieval.pipelines:
+        locate_model(config.rerank.model, RERANKER)
+    return gold
+
+
 def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embedder | None = None,
             notify: bool = True) -> RunResult:
     """The daily job for one date. Re-running a date replaces that date's rows.
@@ -314,11 +330,12 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
     Order of writes: per_question, metrics, drift, alerts, then runs; a runs.csv row therefore
     means the date's other rows are complete. Notification comes last and never fails the run.
     """
-    gold = load_gold(config.gold)  # bad input stops the run before anything is written
     started, t0 = _now(), time.perf_counter()
     data_dir = config.data_dir
     embedder = embedder or Embedder(config.embedder)
+    gold = check_inputs(config, run_date, embedder)  # bad input stops the run before anything is written
     with store.run_lock(data_dir), Corpus.in_dir(data_dir) as corpus:
+        store.recover(data_dir)
         outcomes = ingest(config, corpus, run_date)
         snapshot = corpus.snapshot(run_date)
         chunks = chunk_documents(config, snapshot)

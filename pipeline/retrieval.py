@@ -20,6 +20,7 @@ from pipeline.config import Config, RerankConfig, RetrievalConfig
 log = logging.getLogger(__name__)
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+RERANKER = "reranker"  # how messages name the cross-encoder
 
 
 @dataclass(frozen=True)
@@ -156,13 +157,14 @@ class Reranker:
     def __init__(self, config: RerankConfig, device: str = "cpu") -> None:
         from sentence_transformers import CrossEncoder
 
-        from pipeline.embeddings import EmbedderError, resolve_model
+        from pipeline.embeddings import EmbedderError, locate_model
 
-        location = resolve_model(config.model)
+        source = locate_model(config.model, RERANKER)
         try:
-            self.model = CrossEncoder(location, device=device)
+            self.model = CrossEncoder(source.location, device=device, local_files_only=source.local)
         except Exception as exc:
-            raise EmbedderError(f"cannot load reranker {config.model!r} (looked at {location!r}): {exc}") from exc
+            raise EmbedderError(f"cannot load reranker {config.model!r} (looked at {source.location!r}): "
+                                f"{exc}") from exc
         self.config = config
 
     def rerank(self, question: str, ranking: Ranking, chunk_text: Callable[[str], str]) -> Ranking:

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-from pipeline.errors import DriftwatchError
-
+import csv
 import fcntl
 import io
 import json
+import logging
 import os
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date, datetime, timezone
 from pathlib import Path
 
 import pandas as pd
+
+from pipeline.errors import DriftwatchError
+
+log = logging.getLogger(__name__)
 
 RUNS = "runs.csv"
 METRICS = "metrics.csv"
@@ -73,24 +78,43 @@ STATUS_NO_FEEDS = "no_feeds"  # every feed failed: evaluated on the corpus as it
 
 
 class StoreSchemaError(DriftwatchError):
-    """A CSV whose header is not the contract's; the message names the file and the columns."""
+    """A data directory or CSV that breaks the store's contract; the message names the file (and line)."""
 
 
 class LockError(Exception):
     """Another run holds the data directory's lock."""
 
 
+# Characters percent-encoded inside a joined id ('%' first when encoding, last when decoding).
+_ID_ESCAPES = (("%", "%25"), (" ", "%20"), ("\t", "%09"), ("\n", "%0A"), ("\r", "%0D"))
+
+
 def join_ids(ids: Sequence[str]) -> str:
     """Space-separated doc ids; '%' and whitespace inside an id are percent-encoded."""
-    return " ".join(i.replace("%", "%25").replace(" ", "%20").replace("\t", "%09").replace("\n", "%0A")
-                    for i in ids)
+    def encode(doc_id: str) -> str:
+        for char, code in _ID_ESCAPES:
+            doc_id = doc_id.replace(char, code)
+        return doc_id
+    return " ".join(encode(i) for i in ids)
 
 
 def split_ids(value: str) -> list[str]:
     if not isinstance(value, str) or not value:
         return []
-    return [i.replace("%0A", "\n").replace("%09", "\t").replace("%20", " ").replace("%25", "%")
-            for i in value.split(" ")]
+
+    def decode(doc_id: str) -> str:
+        for char, code in reversed(_ID_ESCAPES):
+            doc_id = doc_id.replace(code, char)
+        return doc_id
+    return [decode(i) for i in value.split(" ")]
+
+
+_BLOCK = 1 << 20  # bytes read at a time when scanning a file
+_BOM = b"\xef\xbb\xbf"
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_TEMPORARY = re.compile(r"\..+\.(?P<pid>\d+)\.tmp")  # what `_atomic_write` leaves when killed
+# The files whose rows belong to a run: a date they hold without a runs.csv row is an interrupted run.
+RUN_PARTS = (PER_QUESTION, METRICS, DRIFT, ALERTS)
 
 
 def _check_header(path: Path, header: Sequence[str]) -> None:
@@ -99,19 +123,150 @@ def _check_header(path: Path, header: Sequence[str]) -> None:
         missing = [c for c in expected if c not in header]
         extra = [c for c in header if c not in expected]
         raise StoreSchemaError(
-            f"{path}: columns do not match the contract (missing: {missing or 'none'}, "
+            f"{path}:1: columns do not match the contract (missing: {missing or 'none'}, "
             f"unexpected: {extra or 'none'}, expected order: {', '.join(expected)})")
 
 
-def _last_run_date(path: Path) -> str | None:
-    """The run_date of the file's last line, read from its end (the store keeps rows sorted by date)."""
+def _check_edges(path: Path) -> None:
+    """The cheap checks: a header line of plain UTF-8 (no byte order mark) naming the contract's columns in
+    order, and a last line ended by a newline (else a write or copy was cut short)."""
     with path.open("rb") as f:
-        f.seek(0, os.SEEK_END)
-        size = f.tell()
-        f.seek(max(0, size - 65536))
-        tail = f.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
-    first = tail.split(b",", 1)[0].decode()
-    return None if first == RUN_DATE else first
+        first = f.readline()
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) != b"\n":
+            raise _truncated(path, path.stat().st_size)
+    if first.startswith(_BOM):
+        raise StoreSchemaError(f"{path}:1: starts with a UTF-8 byte order mark; save it as UTF-8 without BOM")
+    try:
+        header = first.decode("utf-8").rstrip("\n").split(",")
+    except UnicodeDecodeError as exc:
+        raise StoreSchemaError(f"{path}:1: not UTF-8 text ({exc.reason})") from None
+    _check_header(path, header)
+
+
+def _line_at(path: Path, offset: int) -> int:
+    """The line number (from 1) of the byte at `offset`."""
+    lines = 1
+    with path.open("rb") as f:
+        while offset > 0 and (block := f.read(min(_BLOCK, offset))):
+            lines += block.count(b"\n")
+            offset -= len(block)
+    return lines
+
+
+def _truncated(path: Path, offset: int) -> StoreSchemaError:
+    return StoreSchemaError(f"{path}:{_line_at(path, offset)}: the last row is cut short (the file does not end "
+                            "with a complete row): restore the file or delete its partial last line")
+
+
+def _last_row_offset(path: Path) -> int:
+    """Where the file's last CSV row starts (0: the header is the only row), from one pass over its bytes.
+
+    A newline ends a row only outside quotes, that is after an even number of '"' (a quote inside a quoted
+    field is doubled), so no field content (newlines, commas, multi-byte text, any length) can fool it.
+    A file cut short (no final newline, or an open quoted field) is refused.
+    """
+    quoted, offset = False, 0
+    ends = [0, 0]  # offsets just after the last two row-ending newlines
+    with path.open("rb") as f:
+        while block := f.read(_BLOCK):
+            position = offset
+            for piece in block.split(b'"'):
+                if not quoted and (last := piece.rfind(b"\n")) >= 0:
+                    before = piece.rfind(b"\n", 0, last)  # a piece may end two rows
+                    ends = [position + before + 1 if before >= 0 else ends[1], position + last + 1]
+                position += len(piece) + 1
+                quoted = not quoted
+            quoted = not quoted  # the split added one toggle too many: the block does not end in a quote
+            offset += len(block)
+    if quoted or ends[1] != offset:
+        raise _truncated(path, ends[1])
+    return ends[0]
+
+
+def _parse_row(path: Path, offset: int) -> list[str]:
+    """The CSV row starting at `offset`, checked against the contract (field count, run_date)."""
+    with path.open("rb") as f:
+        f.seek(offset)
+        raw = f.read()
+    try:
+        rows = list(csv.reader(io.StringIO(raw.decode("utf-8"), newline=""), strict=True))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise StoreSchemaError(f"{path}:{_line_at(path, offset)}: not a CSV row of UTF-8 text ({exc})") from None
+    width = len(SCHEMAS[path.name])
+    if len(rows) != 1 or len(rows[0]) != width or not _is_date(rows[0][0]):
+        raise StoreSchemaError(f"{path}:{_line_at(path, offset)}: the last row is not {width} fields "
+                               "starting with a YYYY-MM-DD run_date")
+    return rows[0]
+
+
+def _is_date(text: str) -> bool:
+    if not _DATE.fullmatch(text):
+        return False
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _last_run_date(path: Path) -> str | None:
+    """The run_date of the file's last row (the store keeps rows sorted by date); None when it has none."""
+    offset = _last_row_offset(path)
+    return None if offset == 0 else _parse_row(path, offset)[0]
+
+
+def check_file(path: Path) -> None:
+    """Stream one CSV of the store: UTF-8 without BOM, the contract's header, then rows of the contract's
+    width sorted by a YYYY-MM-DD run_date, ending with a newline. Raises StoreSchemaError naming file:line."""
+    path = Path(path)
+    if path.stat().st_size == 0:
+        return
+    _check_edges(path)
+    width = len(SCHEMAS[path.name])
+    previous = ""
+    try:
+        with path.open(encoding="utf-8", newline="") as f:
+            reader = csv.reader(f, strict=True)
+            next(reader)
+            for row in reader:
+                if len(row) != width:
+                    raise StoreSchemaError(f"{path}:{reader.line_num}: {len(row)} fields, the contract has {width}")
+                if row[0] == previous:  # most rows: a date checked on its first row
+                    continue
+                if not _is_date(row[0]):
+                    raise StoreSchemaError(f"{path}:{reader.line_num}: run_date {row[0]!r} is not a date (YYYY-MM-DD)")
+                if row[0] < previous:
+                    raise StoreSchemaError(f"{path}:{reader.line_num}: run_date {row[0]!r} after {previous!r}: "
+                                           "rows must be sorted by run_date")
+                previous = row[0]
+    except UnicodeDecodeError as exc:
+        raise StoreSchemaError(f"{path}:{_bad_utf8_line(path)}: not UTF-8 text ({exc.reason})") from None
+    except csv.Error as exc:
+        raise StoreSchemaError(f"{path}:{reader.line_num}: not valid CSV ({exc})") from None
+    _last_row_offset(path)  # a row cut inside its last field can still have the right width
+
+
+def _bad_utf8_line(path: Path) -> int:
+    with path.open("rb") as f:
+        for lineno, line in enumerate(f, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                return lineno
+    return 0
+
+
+def validate(data_dir: Path) -> None:
+    """Check everything of the store a run reads, before it writes anything: the directory, every CSV
+    (`check_file`) and the reference date. Streams each file once; raises StoreSchemaError."""
+    data_dir = Path(data_dir)
+    if data_dir.exists() and not data_dir.is_dir():
+        raise StoreSchemaError(f"{data_dir}: the data directory is a file, not a directory")
+    for name in SCHEMAS:
+        if (data_dir / name).exists():
+            check_file(data_dir / name)
+    read_reference(data_dir)
 
 
 def _frame(rows: pd.DataFrame | Sequence[dict], name: str) -> pd.DataFrame:
@@ -122,7 +277,19 @@ def _frame(rows: pd.DataFrame | Sequence[dict], name: str) -> pd.DataFrame:
     if missing or len(frame.columns) != len(columns):
         extra = [c for c in frame.columns if c not in columns]
         raise StoreSchemaError(f"{name}: rows do not match the contract (missing: {missing}, extra: {extra})")
-    return frame.loc[:, list(columns)]
+    return _without_carriage_returns(frame.loc[:, list(columns)])
+
+
+def _without_carriage_returns(frame: pd.DataFrame) -> pd.DataFrame:
+    """Text with a carriage return stored with newlines instead: pandas writes a lone CR unquoted, and its
+    reader ends a row there."""
+    for column in frame.columns:
+        if frame[column].dtype != object:
+            continue
+        has_cr = frame[column].map(lambda v: isinstance(v, str) and "\r" in v)
+        if has_cr.any():
+            frame[column] = frame[column].where(~has_cr, frame[column][has_cr].str.replace("\r\n?", "\n", regex=True))
+    return frame
 
 
 def _atomic_write(path: Path, write) -> None:
@@ -159,8 +326,7 @@ def replace_date(data_dir: Path, name: str, run_date: date | str, rows: pd.DataF
         raise ValueError(f"{name}: every row must have run_date {day}")
     body = new.to_csv(index=False, header=False, lineterminator="\n").encode()
     if path.exists() and path.stat().st_size > 0:
-        with path.open(encoding="utf-8") as f:
-            _check_header(path, f.readline().rstrip("\n").split(","))
+        _check_edges(path)
         last = _last_run_date(path)
         if last is None or last < day:
             def append(f: io.BufferedWriter) -> None:
@@ -175,8 +341,7 @@ def replace_date(data_dir: Path, name: str, run_date: date | str, rows: pd.DataF
         fresh = pd.read_csv(io.BytesIO(body), header=None, names=list(SCHEMAS[name]), dtype=str,
                             keep_default_na=False, na_filter=False) if body else old.iloc[0:0]
         merged = pd.concat([old[old[RUN_DATE] != day], fresh], ignore_index=True)
-        merged = merged.sort_values(RUN_DATE, kind="stable")
-        _atomic_write(path, lambda f: f.write(merged.to_csv(index=False, lineterminator="\n").encode()))
+        _rewrite(path, merged.sort_values(RUN_DATE, kind="stable"))
         return
     header = (",".join(SCHEMAS[name]) + "\n").encode()
     _atomic_write(path, lambda f: (f.write(header), f.write(body)))
@@ -196,15 +361,26 @@ def _read_raw(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
 
 
+def _rewrite(path: Path, raw: pd.DataFrame) -> None:
+    """Replace the file with `raw` (strings as `_read_raw` gives them), atomically."""
+    _atomic_write(path, lambda f: f.write(raw.to_csv(index=False, lineterminator="\n").encode()))
+
+
 def read(data_dir: Path, name: str) -> pd.DataFrame:
     """A typed frame of one CSV; an absent file gives an empty frame with the contract's columns."""
     path = Path(data_dir) / name
     columns = SCHEMAS[name]
     if not path.exists() or path.stat().st_size == 0:
         return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in columns})
-    frame = pd.read_csv(path, dtype={c: str for c in columns if c in _TEXT or c == RUN_DATE},
-                        keep_default_na=False, na_values={c: ["", "nan", "NaN"] for c in columns if c not in _TEXT})
-    _check_header(path, list(frame.columns))
+    _check_edges(path)
+    try:
+        frame = pd.read_csv(path, dtype={c: str for c in columns if c in _TEXT or c == RUN_DATE},
+                            keep_default_na=False,
+                            na_values={c: ["", "nan", "NaN"] for c in columns if c not in _TEXT})
+        frame[RUN_DATE] = pd.to_datetime(frame[RUN_DATE], format="%Y-%m-%d")
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError):
+        check_file(path)  # names the file and line
+        raise  # a file the check passes and pandas cannot read is a bug: let it show
     for c in columns:
         if c == RUN_DATE:
             continue
@@ -212,7 +388,6 @@ def read(data_dir: Path, name: str) -> pd.DataFrame:
             frame[c] = pd.to_numeric(frame[c], errors="coerce").astype("Int64")
         elif c not in _TEXT:
             frame[c] = pd.to_numeric(frame[c], errors="coerce").astype("float64")
-    frame[RUN_DATE] = pd.to_datetime(frame[RUN_DATE], format="%Y-%m-%d")
     return frame
 
 
@@ -248,6 +423,57 @@ def read_reference(data_dir: Path) -> date | None:
 def write_reference(data_dir: Path, day: date) -> None:
     body = (json.dumps({"reference_date": day.isoformat()}) + "\n").encode()
     _atomic_write(Path(data_dir) / REFERENCE_FILE, lambda f: f.write(body))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_stale_temporaries(data_dir: Path) -> list[Path]:
+    """Delete the temporary files of writers that were killed (their process is gone); returns them."""
+    stale = [p for p in Path(data_dir).glob(".*.tmp")
+             if (m := _TEMPORARY.fullmatch(p.name)) and not _alive(int(m["pid"]))]
+    for path in stale:
+        path.unlink(missing_ok=True)
+        log.warning("%s: removed the temporary file of a killed run", path)
+    return stale
+
+
+def _dates(path: Path) -> set[str]:
+    if not path.exists() or path.stat().st_size == 0:
+        return set()
+    return set(pd.read_csv(path, usecols=[RUN_DATE], dtype=str)[RUN_DATE])
+
+
+def drop_incomplete_dates(data_dir: Path) -> dict[str, list[str]]:
+    """Drop the rows of dates that have no runs.csv row (a run killed before its last write: a runs.csv row
+    means the date is complete); returns the dates dropped per file, each logged as a warning."""
+    data_dir = Path(data_dir)
+    complete = _dates(data_dir / RUNS)
+    dropped: dict[str, list[str]] = {}
+    for name in RUN_PARTS:
+        path = data_dir / name
+        orphans = sorted(_dates(path) - complete)
+        if not orphans:
+            continue
+        raw = _read_raw(path)
+        _rewrite(path, raw[~raw[RUN_DATE].isin(orphans)])
+        log.warning("%s: dropped the rows of %s: no %s row (the run was interrupted); re-run those dates",
+                    path, ", ".join(orphans), RUNS)
+        dropped[name] = orphans
+    return dropped
+
+
+def recover(data_dir: Path) -> None:
+    """What a run does first, holding the lock: clear what killed runs left (temporaries, incomplete dates)."""
+    remove_stale_temporaries(data_dir)
+    drop_incomplete_dates(data_dir)
 
 
 @contextmanager

@@ -363,6 +363,54 @@ def test_empty_directory_shows_the_empty_state_on_every_page(tmp_path, open_app,
     assert at.button(key="demo_build").label == "Build the demo history"
 
 
+METRICS_FREE_PAGES = {"pages/alerts.py"}  # the pages that do not read metrics.csv
+
+
+def copy_of(history: Path, tmp_path: Path) -> Path:
+    data_dir = tmp_path / "store"
+    shutil.copytree(history, data_dir)
+    return data_dir
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_malformed_csv_is_one_message_naming_its_file_and_line(history, tmp_path, open_app, page):
+    data_dir = copy_of(history, tmp_path)
+    path = data_dir / store.METRICS
+    lines = path.read_bytes().split(b"\n")
+    lines[5] = lines[5].replace(lines[5].split(b",")[0], b"2026-02-30", 1)  # not a date; pandas' reader fails
+    path.write_bytes(b"\n".join(lines))
+    at = visit(open_app(data_dir), page)
+    errors = [literal(e.value) for e in at.error]
+    if page in METRICS_FREE_PAGES:
+        assert not any(store.METRICS in e for e in errors)
+    else:
+        assert any(f"{path}:6: run_date '2026-02-30' is not a date" in e for e in errors), errors
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_without_metrics_csv_every_page_shows_an_empty_state(history, tmp_path, open_app, page):
+    data_dir = copy_of(history, tmp_path)
+    (data_dir / store.METRICS).unlink()
+    at = visit(open_app(data_dir), page)
+    notes = [literal(i.value) for i in at.info]
+    if page in METRICS_FREE_PAGES:
+        assert [t.value for t in at.title] == ["Alerts"]
+    else:
+        assert any(f"{data_dir / store.METRICS} has no rows" in n for n in notes), notes
+
+
+def test_a_simulation_meeting_a_bad_gold_set_says_so_and_keeps_the_page(history, tmp_path, open_app):
+    data_dir = copy_of(history, tmp_path)
+    missing = tmp_path / "gone.jsonl"
+    settings = data_dir / "demo.toml"
+    settings.write_text(re.sub(r'(?m)^gold = .*$', f'gold = "{missing}"', settings.read_text()))
+    at = visit(open_app(data_dir), "pages/simulate.py")
+    at.button(key="sim_run").click()
+    rerun(at)
+    assert any(f"{missing}: gold set not found" in literal(e.value) for e in at.error)
+    assert at.get_by_key("sim_chart")  # the page goes on: the original series are still drawn
+
+
 def test_the_empty_state_builds_the_demo_then_shows_it(tmp_path, open_app):
     data_dir = tmp_path / "new"
     at = open_app(data_dir)

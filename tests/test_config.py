@@ -55,6 +55,16 @@ def test_env_overrides_data_dir(tmp_path, monkeypatch):
     ("[[sources]]\nname = 'both'\npath = 'x'\nurl = 'https://x.org/feed'\n", r"give exactly one of url or path"),
     ("[[sources]]\nname = 'ftp'\nurl = 'ftp://x.org/feed'\n", r"only http\(s\) URLs"),
     ("[[sources]]\nname = 'local'\npath = 'again'\n", r"duplicate source name 'local'"),
+    ("[fetch]\ntimeout = nan\n", r"fetch\.timeout: must be a number of seconds > 0 and <= 600, got nan"),
+    ("[fetch]\ntimeout = inf\n", r"fetch\.timeout: must be a number of seconds > 0 and <= 600, got inf"),
+    ("[alerts]\nwebhook_timeout = nan\n", r"alerts\.webhook_timeout: must be a number of seconds"),
+    ("[alerts]\nwebhook_timeout = 1e9\n", r"alerts\.webhook_timeout: must be a number of seconds"),
+    ("[alerts]\nwebhook_retries = 1000000\n", r"alerts\.webhook_retries: must be >= 0 and <= 10"),
+    ("[embedder]\ndevice = 'tpu'\n", r"embedder\.device: unknown device 'tpu' \(valid: cpu, cuda, cuda:N, mps\)"),
+    ("[embedder]\ndevice = 'cuda:x'\n", r"embedder\.device: unknown device 'cuda:x'"),
+    ("[embedder]\ndevice = 'cuda:7'\n", r"embedder\.device: 'cuda:7' needs GPU 7, but this machine has \d+ CUDA"),
+    ("[embedder]\ntruncate_dim = 100000\n", r"embedder\.truncate_dim: must be > 0 and <= 8192"),
+    ("[alerts]\nwebhook_url = 'ftp://x.org/hook'\n", r"alerts\.webhook_url: must be an http\(s\) URL"),
 ])
 def test_bad_settings_name_the_key(tmp_path, extra, message):
     path = write(tmp_path, extra)
@@ -76,3 +86,15 @@ def test_config_hash_tracks_what_changes_results(tmp_path):
     b = load_config(write(tmp_path, "[retrieval]\nrrf_k = 10\n"))
     assert a.config_hash() != b.config_hash()
     assert a.config_hash() == a.replace(data_dir=tmp_path / "other").config_hash()
+
+
+def test_url_schemes_are_case_insensitive(tmp_path):
+    cfg = load_config(write(tmp_path, "[alerts]\nwebhook_url = 'HTTP://127.0.0.1:9/hook'\n"
+                                      "[[sources]]\nname = 'web'\nurl = 'HTTPS://x.org/feed'\n"))
+    assert cfg.alerts.webhook_url == "HTTP://127.0.0.1:9/hook" and cfg.sources[1].url == "HTTPS://x.org/feed"
+
+
+def test_the_settings_within_their_caps_load(tmp_path):
+    cfg = load_config(write(tmp_path, "[fetch]\ntimeout = 600\n[alerts]\nwebhook_retries = 10\n"
+                                      "[embedder]\ndevice = 'mps'\ntruncate_dim = 64\n"))
+    assert (cfg.fetch.timeout, cfg.alerts.webhook_retries, cfg.embedder.device) == (600.0, 10, "mps")

@@ -27,6 +27,16 @@ def test_binary_and_graded_forms(tmp_path):
     ('{"id": "q1", "question": "A?", "relevant": ["a", "a"]}', r"g\.jsonl:2: 'relevant' lists a doc id twice"),
     ('{"id": "q1", "question": "A?", "relevant": ["a"], "answer": "x"}', r"g\.jsonl:2: unknown key 'answer'"),
     ('["q1", "A?"]', r"g\.jsonl:2: expected a JSON object"),
+    ('{"id": "q1", "question": "A?", "relevant": {"a": 5000}}',
+     r"g\.jsonl:2: grade of 'a' must be an integer from 0 to 10, got 5000"),
+    ('{"id": "q1", "question": "A?", "relevant": {"a": 11}}', r"g\.jsonl:2: grade of 'a' must be an integer from 0"),
+    ('{"id": "%s", "question": "A?", "relevant": ["a"]}' % ("q" * 513), r"g\.jsonl:2: 'id' 'q+'\.\.\. is 513 characters, over 512"),
+    ('{"id": "q\\r1", "question": "A?", "relevant": ["a"]}', r"g\.jsonl:2: 'id' 'q\\r1' contains a carriage return"),
+    ('{"id": "q1", "question": "A?", "relevant": ["%s"]}' % ("d" * 513), r"g\.jsonl:2: doc id 'd+'\.\.\. is 513 characters"),
+    ('{"id": "q1", "question": "A?", "relevant": {"%s": 1}}' % ("d" * 513), r"g\.jsonl:2: doc id 'd+'\.\.\. is 513"),
+    ('{"id": "q1", "question": "%s", "relevant": ["a"]}' % ("w " * 5001), r"g\.jsonl:2: question 'q1' is 10002 characters"),
+    ('{"id": "q1", "question": "A?", "relevant": ["a"], "tags": ["%s"]}' % ("t" * 1_000_000),
+     r"g\.jsonl:2: the line is 1000063 characters, over 1000000"),
 ])
 def test_bad_lines_are_refused_with_file_and_line(line, message):
     lines = ['{"id": "q0", "question": "Fine?", "relevant": ["a"]}', line]
@@ -46,3 +56,14 @@ def test_empty_and_missing_files(tmp_path):
         load_gold(tmp_path / "empty.jsonl")
     with pytest.raises(GoldError, match="not found"):
         load_gold(tmp_path / "missing.jsonl")
+
+
+def test_grades_up_to_ten_and_ids_up_to_the_store_limit_are_accepted():
+    (q,) = parse_gold(['{"id": "%s", "question": "A?", "relevant": {"%s": 10, "b": 0}}' % ("q" * 512, "d" * 512)],
+                      "g.jsonl")
+    assert q.relevant["d" * 512] == 10 and len(q.id) == 512
+
+
+def test_a_newline_in_a_question_id_is_kept():
+    (q,) = parse_gold(['{"id": "q\\n1", "question": "A?", "relevant": ["a"]}'], "g.jsonl")
+    assert q.id == "q\n1"

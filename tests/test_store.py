@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -161,3 +162,106 @@ def test_write_table_matches_per_date_writes(tmp_path):
     for day in ("2026-11-02", "2026-11-03"):
         store.replace_date(tmp_path / "daily", store.METRICS, day, [r for r in rows if r["run_date"] == day])
     assert (tmp_path / "bulk" / store.METRICS).read_bytes() == (tmp_path / "daily" / store.METRICS).read_bytes()
+
+
+def question_rows(day: str, question_id: str = "q1") -> list[dict]:
+    return [{"run_date": day, "pipeline": p, "k": 5, "question_id": question_id, "hit": 1.0, "recall": 1.0,
+             "precision": 0.2, "rr": 1.0, "ndcg": 1.0, "unjudged": 0.0, "first_relevant_rank": 1,
+             "top1_score": 0.5, "retrieved": store.join_ids(["doc-1", question_id]), "gold_missing": 0}
+            for p in ("bm25", "dense", "hybrid")]
+
+
+@pytest.mark.parametrize("hostile", [
+    "é" * 40_000,  # 80 KB of two-byte characters: a 64 KB tail read starts mid-character
+    "x" * 70_000,  # one field longer than any tail read
+    "line one\nline two",  # a quoted field holding a newline
+    'say "2026-11-09,oops"\n2026-11-09,' * 3,  # quotes, commas and something that looks like a row
+])
+def test_any_field_content_on_the_last_line_keeps_reruns_replacing(tmp_path, hostile):
+    for day in ("2026-11-02", "2026-11-03"):
+        store.replace_date(tmp_path, store.PER_QUESTION, day, question_rows(day, hostile))
+    for _ in range(2):  # re-running the latest date replaces its rows, it does not append them
+        store.replace_date(tmp_path, store.PER_QUESTION, "2026-11-03", question_rows("2026-11-03", hostile))
+    store.replace_date(tmp_path, store.PER_QUESTION, "2026-11-04", question_rows("2026-11-04", hostile))
+    frame = store.read_per_question(tmp_path)
+    assert frame["run_date"].dt.strftime("%Y-%m-%d").tolist() == [d for d in ("2026-11-02", "2026-11-03",
+                                                                             "2026-11-04") for _ in range(3)]
+    assert set(frame["question_id"]) == {hostile}  # the field round-trips unchanged
+    assert {tuple(store.split_ids(r)) for r in frame["retrieved"]} == {("doc-1", hostile)}
+    store.check_file(tmp_path / store.PER_QUESTION)
+
+
+def test_an_event_note_with_newlines_and_carriage_returns_round_trips_and_reruns_replace(tmp_path):
+    run = {c: "" for c in store.RUNS_COLUMNS} | {"run_date": "2026-11-02", "events": "new chunker\nsecond line"}
+    for _ in range(3):
+        store.replace_date(tmp_path, store.RUNS, "2026-11-02", [run])
+    assert store.read_runs(tmp_path)["events"].tolist() == ["new chunker\nsecond line"]
+    # pandas writes a lone carriage return unquoted and then reads it as a row end: it is stored as a newline
+    store.replace_date(tmp_path, store.RUNS, "2026-11-02", [run | {"events": "a\rb\r\nc"}])
+    assert store.read_runs(tmp_path)["events"].tolist() == ["a\nb\nc"]
+    assert store.split_ids(store.join_ids(["cr\rid"])) == ["cr\rid"]
+
+
+def test_a_truncated_file_is_refused_naming_its_last_line(tmp_path):
+    for day in ("2026-11-02", "2026-11-03"):
+        store.replace_date(tmp_path, store.PER_QUESTION, day, question_rows(day))
+    path = tmp_path / store.PER_QUESTION
+    path.write_bytes(path.read_bytes()[:-20])  # the last line cut, no final newline
+    before = path.read_bytes()
+    for call in (lambda: store.replace_date(tmp_path, store.PER_QUESTION, "2026-11-04", question_rows("2026-11-04")),
+                 lambda: store.read_per_question(tmp_path), lambda: store.check_file(path)):
+        with pytest.raises(store.StoreSchemaError, match=r"per_question\.csv:7: the last row is cut short"):
+            call()
+    assert path.read_bytes() == before
+
+
+def test_a_file_cut_inside_a_quoted_field_is_refused(tmp_path):
+    store.replace_date(tmp_path, store.PER_QUESTION, "2026-11-02", question_rows("2026-11-02", "q\n1"))
+    path = tmp_path / store.PER_QUESTION
+    cut = path.read_bytes().rsplit(b"\n", 2)[0] + b"\n"  # ends just after the newline inside the quoted id
+    path.write_bytes(cut)
+    with pytest.raises(store.StoreSchemaError, match=r"per_question\.csv:\d+: the last row is cut short"):
+        store.replace_date(tmp_path, store.PER_QUESTION, "2026-11-03", question_rows("2026-11-03"))
+    assert path.read_bytes() == cut
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda b: b"\xef\xbb\xbf" + b, r":1: starts with a UTF-8 byte order mark"),
+    (lambda b: b.replace(b"n_questions", b"n_questions,extra", 1), r":1: columns do not match.*unexpected: \['extra'\]"),
+    (lambda b: b.replace(b",3\n", b",3,surplus\n", 1), r":2: 7 fields, the contract has 6"),
+    (lambda b: b.replace(b"2026-11-03", b"2026-13-03"), r":4: run_date '2026-13-03' is not a date"),
+    (lambda b: b.replace(b"dense", b"d\xffense", 1), r":3: not UTF-8 text"),
+    (lambda b: b[:-3], r":5: the last row is cut short"),
+    (lambda b: b.replace(b"recall,0.1,3\n2026-11-02,dense", b"recall,0.1,3\n2026-11-01,dense"),
+     r":3: run_date '2026-11-01' after '2026-11-02': rows must be sorted"),
+])
+def test_check_file_names_the_file_and_line_of_each_defect(tmp_path, damage, message):
+    for day, value in (("2026-11-02", 0.1), ("2026-11-03", 0.2)):
+        store.replace_date(tmp_path, store.METRICS, day, metric_rows(day, value))
+    path = tmp_path / store.METRICS
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(store.StoreSchemaError, match=r"metrics\.csv" + message):
+        store.validate(tmp_path)
+
+
+def test_validate_refuses_a_data_dir_that_is_a_file(tmp_path):
+    (tmp_path / "data").write_text("not a directory")
+    with pytest.raises(store.StoreSchemaError, match=r"data: the data directory is a file"):
+        store.validate(tmp_path / "data")
+
+
+def test_recover_removes_stale_temporaries_and_incomplete_dates(tmp_path, caplog):
+    run = {c: "" for c in store.RUNS_COLUMNS} | {"run_date": "2026-11-02"}
+    store.replace_date(tmp_path, store.RUNS, "2026-11-02", [run])
+    for day in ("2026-11-02", "2026-11-03"):  # 2026-11-03 was killed before its runs.csv row
+        store.replace_date(tmp_path, store.METRICS, day, metric_rows(day, 0.5))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    stale, live = tmp_path / f".metrics.csv.{dead}.tmp", tmp_path / f".drift.csv.{os.getpid()}.tmp"
+    stale.write_text("partial")
+    live.write_text("being written")
+    with caplog.at_level("WARNING"):
+        store.recover(tmp_path)
+    assert not stale.exists() and live.exists()
+    assert store.read_metrics(tmp_path)["run_date"].dt.strftime("%Y-%m-%d").tolist() == ["2026-11-02"] * 2
+    assert "dropped the rows of 2026-11-03" in caplog.text and "metrics.csv" in caplog.text
