@@ -135,8 +135,10 @@ def test_demo_drift_event_alerts_and_the_stable_period_does_not(tmp_path):
     results = build_demo(config, tmp_path / "demo", days=12 + DRIFT_SPREAD + 1, drift_day=drift_day)
     stable = [a for r in results if r.run_date < drift_day for a in r.alerts]
     assert stable == []
-    event = [a for r in results if r.run_date >= drift_day for a in r.alerts if a.severity == "alert"]
-    assert event, "the drift event raised no alert"
-    assert {a.rule for a in event} & {"drop", "sigma"}
+    on_the_day = [a for r in results if r.run_date == drift_day for a in r.alerts if a.severity == "alert"]
+    assert [a.rule for a in on_the_day] == ["drift"], "the drift event was not flagged on its day"
+    assert "sports" in on_the_day[0].message  # it names what is new
+    event = [a for r in results if r.run_date > drift_day for a in r.alerts]
+    assert {a.rule for a in event} & {"drop", "slow_drift"}, "retrieval rules missed the decline that followed"
     runs = store.read_runs(tmp_path / "demo")
     assert runs.loc[runs["run_date"] == str(drift_day), "events"].str.startswith("drift event").all()
