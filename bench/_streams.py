@@ -33,7 +33,7 @@ PIPELINE_OFFSETS = {"bm25": -0.05, "dense": 0.0, "hybrid": 0.03}
 RATE_BOUNDS = (0.02, 0.98)
 # Where the relevant document sits when it is not in the top 5: ranks 6..10, 11..DEPTH, or absent.
 MISS_SHARES = (0.4, 0.4, 0.2)
-DECLINE_START = 100  # slow decline: the first day whose hit rates are multiplied by DECLINE_FACTOR
+DECLINE_START = 100  # slow decline: the first day (1-based) whose hit rates are multiplied by DECLINE_FACTOR
 DECLINE_FACTOR = 0.99  # per day, about -1%/day
 DECLINE_CROSSING = 0.10  # the delay is counted from the day the mean has fallen this far
 
@@ -55,7 +55,7 @@ class StreamSpec:
 
 def question_hit_rates(n: int, p: float, rng: np.random.Generator) -> np.ndarray:
     """Per-question P(relevant doc in the top 5): stratified quantiles of a Beta with mean p, shuffled,
-    so their mean is p up to the quadrature error and no question's rate is exactly 0 or 1."""
+    so their mean is p up to the quadrature error."""
     if not 0 < p < 1 or n < 1:
         raise ValueError(f"need 0 < p < 1 and n >= 1, got p={p}, n={n}")
     quantiles = (np.arange(n) + 0.5) / n
@@ -65,13 +65,13 @@ def question_hit_rates(n: int, p: float, rng: np.random.Generator) -> np.ndarray
 
 def decline_multiplier(day_index: int) -> float:
     """Factor on every hit rate on day `day_index` (0-based) of a declining stream."""
-    return DECLINE_FACTOR ** max(0, day_index - DECLINE_START + 1)
+    return DECLINE_FACTOR ** max(0, day_index - DECLINE_START + 2)
 
 
 def crossing_day() -> int:
     """The first day index (0-based) on which the declining mean is DECLINE_CROSSING below the reference."""
     days = math.ceil(math.log(1 - DECLINE_CROSSING) / math.log(DECLINE_FACTOR))
-    return DECLINE_START - 1 + days
+    return DECLINE_START - 2 + days
 
 
 def draw_first_ranks(hit_rates: np.ndarray, rng: np.random.Generator) -> np.ndarray:
