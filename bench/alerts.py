@@ -25,6 +25,7 @@ from bench._streams import (DECLINE_START, HistoryWindow, StreamSpec, crossing_d
                             run_dates, simulated_history)
 from pipeline import store
 from pipeline.alerts import ALERT, CORPUS_WIDE, FEEDS_FAILED, GOLD_MISSING, WARNING, Alert
+from pipeline.cli import _configure_logging as configure_logging
 from pipeline.config import AlertsConfig, Config, RetrievalConfig, SourceConfig
 from pipeline.corpus import Corpus
 from pipeline.demo import DRIFT_DAY, N_DAYS, Article, Outlet, build_demo, demo_date, render_rss
@@ -42,6 +43,8 @@ NEWS_START, NEWS_END = date(2025, 9, 1), date(2025, 10, 30)
 EVENT_DAY = date(2025, 10, 1)
 PER_DAYS = 90  # false alarms are counted per 90 days per data directory
 KS = RetrievalConfig().k
+PARTS = ("all", "real", "simulated")
+_, REAL, SIMULATED = PARTS
 
 # A: the null grid (full / quick).
 NULL_QUESTIONS, NULL_P, NULL_DAYS = (20, 50, 200), (0.5, 0.7, 0.8, 0.9, 0.95), 365
@@ -99,18 +102,21 @@ def per_90_days(count: int, days: int) -> float:
 
 @dataclass(frozen=True)
 class Tally:
-    """New alerts (severity alert) and new warnings of one stream, per 90 days, with the rules that fired."""
+    """New alerts (severity alert) and new warnings of one stream, per 90 days, with the rules that fired,
+    and the days on which an alert was open (new or ongoing: what `run --fail-on-alert` exits 1 on)."""
 
     days: int
     alerts: int
     warnings: int
     rules: dict[str, int]
+    days_alerting: int
 
     @classmethod
-    def of(cls, fired: Iterable[Alert], days: int) -> Tally:
+    def of(cls, fired: Sequence[Alert], days: int) -> Tally:
         new = [a for a in fired if a.new]
         return cls(days, sum(a.severity == ALERT for a in new), sum(a.severity == WARNING for a in new),
-                   dict(Counter(a.rule for a in new if a.severity == ALERT)))
+                   dict(Counter(a.rule for a in new if a.severity == ALERT)),
+                   len({a.run_date for a in fired if a.severity == ALERT}))
 
     @property
     def alerts_per_90(self) -> float:
@@ -218,7 +224,8 @@ def simulated_part(settings: Settings, progress: Callable[[str], None]) -> dict:
 
 def _tally_json(tally: Tally) -> dict:
     return {"days": tally.days, "alerts_per_90": round(tally.alerts_per_90, 3),
-            "warnings_per_90": round(tally.warnings_per_90, 3), "rules": tally.rules}
+            "warnings_per_90": round(tally.warnings_per_90, 3), "rules": tally.rules,
+            "days_alerting": tally.days_alerting}
 
 
 # --- B and C on the real news stream and the demo --------------------------------------------------
@@ -398,44 +405,59 @@ def _rules(rules: dict) -> str:
     return ", ".join(f"{r} {n}" for r, n in sorted(rules.items())) or "-"
 
 
+def _delay(delay: int | None) -> str:
+    return "missed" if delay is None else str(delay)
+
+
+def _null_table(rows: list[dict]) -> list[str]:
+    lines = [f"A. Null streams, simulated (3 pipelines, k {list(KS)}, default AlertsConfig); target {TARGETS['null']}",
+             f"{'stream':<16}{'days':>6}{'alerts/90d':>12}{'warnings/90d':>14}{'days alerting':>15}  "
+             f"new alerts per rule"]
+    return lines + [f"{r['stream']:<16}{r['days']:>6}{r['alerts_per_90']:>12.2f}{r['warnings_per_90']:>14.2f}"
+                    f"{r.get('days_alerting', '?'):>15}  {_rules(r['rules'])}" for r in rows] + [""]
+
+
+def _news_table(rows: dict) -> list[str]:
+    lines = [f"B. Null stream, real news ({NEWS_START} .. {NEWS_END}, 60 runs, 50 questions); target {TARGETS['null']}",
+             f"{'rules':<30}{'alerts/90d':>12}{'warnings/90d':>14}{'days alerting':>15}  new alerts per rule"]
+    return lines + [f"{name:<30}{r['alerts_per_90']:>12.2f}{r['warnings_per_90']:>14.2f}"
+                    f"{r.get('days_alerting', '?'):>15}  {_rules(r['rules'])}" for name, r in rows.items()] + [""]
+
+
+def _events_table(rows: list[dict]) -> list[str]:
+    lines = [f"C. Injected events: delay in days (0 = flagged on the day; negative = an alert before the "
+             f"crossing); target: corpus events {TARGETS['event']}, slow decline {TARGETS['decline']}",
+             f"{'event':<44}{'stream':<16}{'delay':>7}  relevant rules (and what else was new that day)"]
+    return lines + [f"{d['event']:<44}{d['stream']:<16}{_delay(d['delay']):>7}  {', '.join(d['rules']) or '-'}"
+                    f"{'; ' + d['note'] if d['note'] else ''}" for d in rows] + [""]
+
+
+def _tradeoff_table(rows: list[dict]) -> list[str]:
+    lines = [f"D. Trade-off of the retrieval rules at {TRADEOFF_QUESTIONS} questions, p={TRADEOFF_P}",
+             f"{'settings':<56}{'alerts/90d':>12}{'decline delay':>15}"]
+    return lines + [f"{r['settings']:<56}{r['alerts_per_90']:>12.2f}{_delay(r['decline_delay']):>15}"
+                    for r in rows] + [""]
+
+
 def format_report(result: dict) -> str:
-    lines = [f"A. Null streams, simulated (3 pipelines, k {list(KS)}, default AlertsConfig); target "
-             f"{TARGETS['null']}",
-             f"{'stream':<16}{'days':>6}{'alerts/90d':>12}{'warnings/90d':>14}  new alerts per rule"]
-    for row in result["simulated"]["null"]:
-        lines.append(f"{row['stream']:<16}{row['days']:>6}{row['alerts_per_90']:>12.2f}"
-                     f"{row['warnings_per_90']:>14.2f}  {_rules(row['rules'])}")
-    if "news_null" in result:
-        lines += ["", f"B. Null stream, real news ({NEWS_START} .. {NEWS_END}, 60 runs, 50 questions); target "
-                      f"{TARGETS['null']}",
-                  f"{'rules':<30}{'alerts/90d':>12}{'warnings/90d':>14}  new alerts per rule"]
-        for name, row in result["news_null"].items():
-            lines.append(f"{name:<30}{row['alerts_per_90']:>12.2f}{row['warnings_per_90']:>14.2f}  "
-                         f"{_rules(row['rules'])}")
-    lines += ["", f"C. Injected events: delay in days (0 = flagged on the day); target: corpus events "
-                  f"{TARGETS['event']}, slow decline {TARGETS['decline']}",
-              f"{'event':<44}{'stream':<16}{'delay':>7}  rules (and what else was new that day)"]
-    for d in result.get("events", []) + result["simulated"]["decline"]:
-        lines.append(f"{d['event']:<44}{d['stream']:<16}{'missed' if d['delay'] is None else d['delay']:>7}  "
-                     f"{', '.join(d['rules']) or '-'}{'; ' + d['note'] if d['note'] else ''}")
-    lines += ["", f"D. Trade-off of the retrieval rules at {TRADEOFF_QUESTIONS} questions, p={TRADEOFF_P}",
-              f"{'settings':<56}{'alerts/90d':>12}{'decline delay':>15}"]
-    for row in result["simulated"]["tradeoff"]:
-        delay = "missed" if row["decline_delay"] is None else row["decline_delay"]
-        lines.append(f"{row['settings']:<56}{row['alerts_per_90']:>12.2f}{delay:>15}")
-    lines += ["", f"run time {result['seconds']:.0f} s ({result['timing']})"]
+    simulated = result.get("simulated", {})
+    lines = [*(_null_table(simulated["null"]) if simulated else []),
+             *(_news_table(result["news_null"]) if "news_null" in result else []),
+             *_events_table(result.get("events", []) + simulated.get("decline", [])),
+             *(_tradeoff_table(simulated["tradeoff"]) if simulated else []),
+             f"run time {result['seconds']:.0f} s ({result['timing']}); rules saw history: {result['history']}"]
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     window = HistoryWindow(*args.window) if args.window else None
-    settings = (Settings(QUICK_QUESTIONS, QUICK_P, QUICK_DAYS, QUICK_GRID, window) if args.quick else
-                Settings(NULL_QUESTIONS, NULL_P, NULL_DAYS, TRADEOFF_GRID, window))
+    settings = (Settings(QUICK_QUESTIONS, QUICK_P, args.days or QUICK_DAYS, QUICK_GRID, window) if args.quick else
+                Settings(NULL_QUESTIONS, NULL_P, args.days or NULL_DAYS, TRADEOFF_GRID, window))
     progress = (lambda message: print(message, file=sys.stderr, flush=True))
     result: dict = {}
     timing = []
-    if not args.quick:  # the real streams first: few minutes, and the figures that matter most
+    if not args.quick and args.part != SIMULATED:  # the real streams first: the figures that matter most
         news = args.news.resolve()
         if not (news / "daily").is_dir():
             raise BenchError(f"{news}: the real news stream is not there (expected daily/*.xml); pass --news DIR "
@@ -456,9 +478,10 @@ def run(args: argparse.Namespace) -> dict:
         result["events"] = [dataclasses.asdict(d) for d in events]
         for d in events:
             progress(f"C {d.event} ({d.stream}): delay {d.shown}, {', '.join(d.rules) or '-'}; {d.note}")
-    t1 = time.perf_counter()
-    result["simulated"] = simulated_part(settings, progress)
-    timing.append(f"simulated {time.perf_counter() - t1:.0f} s")
+    if args.quick or args.part != REAL:
+        t1 = time.perf_counter()
+        result["simulated"] = simulated_part(settings, progress)
+        timing.append(f"simulated {time.perf_counter() - t1:.0f} s")
     result["seconds"] = time.perf_counter() - t0
     result["timing"] = ", ".join(timing)
     result["history"] = dataclasses.asdict(window) if window else "full"
@@ -468,13 +491,18 @@ def run(args: argparse.Namespace) -> dict:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.alerts", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="simulated streams only, few settings")
+    parser.add_argument("--part", choices=PARTS, default=PARTS[0],
+                        help="run only the real streams (B, C on news and demo) or only the simulated ones (A, C, D)")
+    parser.add_argument("--days", type=int, default=None,
+                        help=f"days of each simulated null stream (default {NULL_DAYS}, {QUICK_DAYS} with --quick)")
     parser.add_argument("--fresh", action="store_true", help="rebuild the cached clean news and demo stores")
     parser.add_argument("--news", type=Path, default=DEFAULT_NEWS, help="the real news stream folder")
     parser.add_argument("--out", type=Path, default=OUT_DIR / "alerts.json", help="the JSON result")
     parser.add_argument("--window", type=int, nargs=2, metavar=("FIRST", "LAST"),
                         help="hand the rules only the first FIRST and last LAST runs each day (faster)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging(verbose=False)
+    logging.getLogger().setLevel(logging.WARNING)
     try:
         result = run(args)
     except DriftwatchError as exc:

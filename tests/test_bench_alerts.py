@@ -108,7 +108,7 @@ def test_tally_counts_new_alerts_per_90_days():
     fired = [alert("2025-01-01"), alert("2025-01-02", message="ongoing since 2025-01-01: x"),
              alert("2025-01-03", severity=WARNING), alert("2025-01-04")]
     tally = Tally.of(fired, days=180)
-    assert (tally.alerts, tally.warnings, tally.rules) == (2, 1, {"drop": 2})
+    assert (tally.alerts, tally.warnings, tally.rules, tally.days_alerting) == (2, 1, {"drop": 2}, 3)
     assert tally.alerts_per_90 == 2 * 90 / 180
 
 
