@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-
 from bench._streams import (DECLINE_START, HistoryWindow, StreamSpec, crossing_day, replay_alerts,
                             run_dates, simulated_history)
 from pipeline import store
@@ -37,7 +36,7 @@ log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "bench" / "out"
-DEFAULT_NEWS = Path("../shared/data/news-2025-autumn")
+DEFAULT_NEWS = ROOT.parent / "shared" / "data" / "news-2025-autumn"  # the project's ../shared
 NEWS_GOLD = ROOT / "data" / "news-2025-autumn" / "gold.jsonl"
 NEWS_START, NEWS_END = date(2025, 9, 1), date(2025, 10, 30)
 EVENT_DAY = date(2025, 10, 1)
