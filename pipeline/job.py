@@ -309,9 +309,10 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict) -> tuple[list
 
 
 def check_inputs(config: Config, run_date: date, embedder: Embedder) -> list[GoldQuestion]:
-    """Check everything a run reads before its first write: the gold set, the store's files, the corpus
-    file, the query log and the models (located, not loaded). Returns the gold set; raises the domain
-    error that names the bad input."""
+    """Check everything a run reads before its first write: the sources, the gold set, the store's files,
+    the corpus file, the query log and the models (located, not loaded). Returns the gold set; raises the
+    domain error that names the bad input."""
+    _check_sources(config)
     gold = load_gold(config.gold)
     store.validate(config.data_dir)
     check_corpus(config.data_dir / CORPUS_FILE)
@@ -388,9 +389,9 @@ def date_range(start: date, end: date) -> list[date]:
 
 
 def backfill(config: Config, start: date, end: date, *, progress: Callable[[RunResult], None] | None = None,
-             events: Mapping[date, str] | None = None) -> list[RunResult]:
+             events: Mapping[date, str] | None = None, embedder: Embedder | None = None) -> list[RunResult]:
     """One run per day from `start` to `end`, sharing one loaded model; `events` annotates some dates."""
-    embedder = Embedder(config.embedder)
+    embedder = embedder or Embedder(config.embedder)
     results = []
     for day in date_range(start, end):
         result = run_day(config, day, embedder=embedder, events=(events or {}).get(day, ""))

@@ -125,7 +125,7 @@ def _read_outbox(path: Path) -> list[Alert]:
 
 def _write_outbox(path: Path, alerts: Iterable[Alert]) -> None:
     body = "".join(json.dumps(a.row()) + "\n" for a in alerts).encode("utf-8")
-    store._atomic_write(path, lambda f: f.write(body))
+    store.atomic_write(path, lambda f: f.write(body))
 
 
 def enqueue(data_dir: Path, alerts: Iterable[Alert]) -> None:

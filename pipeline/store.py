@@ -112,7 +112,7 @@ def split_ids(value: str) -> list[str]:
 _BLOCK = 1 << 20  # bytes read at a time when scanning a file
 _BOM = b"\xef\xbb\xbf"
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_TEMPORARY = re.compile(r"\..+\.(?P<pid>\d+)\.tmp")  # what `_atomic_write` leaves when killed
+_TEMPORARY = re.compile(r"\..+\.(?P<pid>\d+)\.tmp")  # what `atomic_write` leaves when killed
 # The files whose rows belong to a run: a date they hold without a runs.csv row is an interrupted run.
 RUN_PARTS = (PER_QUESTION, METRICS, DRIFT, ALERTS)
 
@@ -292,7 +292,7 @@ def _without_carriage_returns(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _atomic_write(path: Path, write) -> None:
+def atomic_write(path: Path, write) -> None:
     """Write to a temporary file beside `path`, fsync it, then rename over `path`."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -334,7 +334,7 @@ def replace_date(data_dir: Path, name: str, run_date: date | str, rows: pd.DataF
                     while block := old.read(1 << 20):
                         f.write(block)
                 f.write(body)
-            _atomic_write(path, append)
+            atomic_write(path, append)
             return
         old = _read_raw(path)
         # The new rows go through the same CSV formatting as the append path, then back to text.
@@ -344,7 +344,7 @@ def replace_date(data_dir: Path, name: str, run_date: date | str, rows: pd.DataF
         _rewrite(path, merged.sort_values(RUN_DATE, kind="stable"))
         return
     header = (",".join(SCHEMAS[name]) + "\n").encode()
-    _atomic_write(path, lambda f: (f.write(header), f.write(body)))
+    atomic_write(path, lambda f: (f.write(header), f.write(body)))
 
 
 def write_table(data_dir: Path, name: str, rows: pd.DataFrame | Sequence[dict]) -> None:
@@ -353,7 +353,7 @@ def write_table(data_dir: Path, name: str, rows: pd.DataFrame | Sequence[dict]) 
     path.parent.mkdir(parents=True, exist_ok=True)
     frame = _frame(rows, name).sort_values(RUN_DATE, kind="stable")
     body = frame.to_csv(index=False, lineterminator="\n").encode()
-    _atomic_write(path, lambda f: f.write(body))
+    atomic_write(path, lambda f: f.write(body))
 
 
 def _read_raw(path: Path) -> pd.DataFrame:
@@ -363,7 +363,7 @@ def _read_raw(path: Path) -> pd.DataFrame:
 
 def _rewrite(path: Path, raw: pd.DataFrame) -> None:
     """Replace the file with `raw` (strings as `_read_raw` gives them), atomically."""
-    _atomic_write(path, lambda f: f.write(raw.to_csv(index=False, lineterminator="\n").encode()))
+    atomic_write(path, lambda f: f.write(raw.to_csv(index=False, lineterminator="\n").encode()))
 
 
 def read(data_dir: Path, name: str) -> pd.DataFrame:
@@ -422,7 +422,7 @@ def read_reference(data_dir: Path) -> date | None:
 
 def write_reference(data_dir: Path, day: date) -> None:
     body = (json.dumps({"reference_date": day.isoformat()}) + "\n").encode()
-    _atomic_write(Path(data_dir) / REFERENCE_FILE, lambda f: f.write(body))
+    atomic_write(Path(data_dir) / REFERENCE_FILE, lambda f: f.write(body))
 
 
 def _alive(pid: int) -> bool:

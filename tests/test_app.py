@@ -273,9 +273,17 @@ def test_questions_table_names_the_regressed_questions_and_drills_down(history, 
 def test_drift_page_draws_the_stored_statistics(history, open_app):
     at = visit(open_app(history), "pages/drift.py")
     drift = store.read(history, store.DRIFT)
-    psi = {t["name"]: t for t in figure(at, "drift_chart")["data"]}
-    assert psi["PSI mean over components"]["y"] == drift.query("statistic == 'psi_mean'")["value"].tolist()
-    assert sorted(s["y0"] for s in figure(at, "drift_chart")["layout"]["shapes"] if s["y0"] == s["y1"]) == [0.1, 0.2]
+    psi = {t["name"]: t for t in figure(at, "drift_chart_psi_mean")["data"]}
+    rows = drift.query("statistic == 'psi_mean'")
+    def values(column: str) -> list:  # NaN (not enough new data) reaches the figure as null
+        return [None if pd.isna(v) else v for v in rows[column]]
+
+    assert psi["psi_mean"]["y"] == values("value")
+    assert psi["psi_mean, no-drift 95%"]["y"] == values("null_value")
+    verdicts = table(at, "drift_verdicts")
+    latest = drift[(drift["run_date"] == drift["run_date"].max()) & (drift["verdict"] != "context")]
+    assert verdicts["statistic"].tolist() == latest["statistic"].tolist()
+    assert verdicts["verdict"].tolist() == latest["verdict"].str.replace("_", " ").tolist()
     projection = figure(at, "drift_projection_chart")["data"]
     assert [t["name"].split(" ")[0] for t in projection] == ["current", "reference"]  # reference drawn on top
     assert all(len(t["x"]) > 0 for t in projection)
