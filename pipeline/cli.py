@@ -123,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "self-contained HTML file: the same file the dashboard's Weekly review "
                                      "page downloads.")
     rep.add_argument("--week", default=None, help="ISO week, e.g. 2026-W48 (default: the latest week with runs)")
-    rep.add_argument("--out", default=None, help="the HTML file to write (default: review-<week>.html)")
+    rep.add_argument("--out", default=None,
+                     help="the HTML file to write (default: reports/review-<week>.html in the data directory)")
     _common(rep)
     return parser
 
@@ -309,12 +310,12 @@ def _report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from pipeline import store
-    from pipeline.report import latest_week, weekly_review_html
+    from pipeline.report import default_path, latest_week, weekly_review_html
     from pipeline.views import resolve_data_dir
 
     data_dir = resolve_data_dir(args.config, args.data_dir)
     week = args.week or latest_week(store.read_runs(data_dir))
-    out = Path(args.out or f"review-{week}.html")
+    out = Path(args.out) if args.out else default_path(data_dir, week)
     page = weekly_review_html(data_dir, week)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
