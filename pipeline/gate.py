@@ -120,6 +120,9 @@ def load_report(path: Path) -> dict:
     if report.get("version") != REPORT_VERSION:
         raise GateError(f"{path}: an eval report of version {report.get('version')}, this driftwatch reads "
                         f"version {REPORT_VERSION}: make the baseline again")
+    fingerprint = report.get("fingerprint")
+    if not isinstance(fingerprint, dict) or not {*PROTOCOL, "config"} <= fingerprint.keys():
+        raise GateError(f"{path}: the report has no fingerprint (gold, documents, config) to compare with")
     return report
 
 

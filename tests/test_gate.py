@@ -145,6 +145,12 @@ def test_baseline_errors(tmp_path, baseline):
     (tmp_path / "x.json").write_text("[1, 2]")
     with pytest.raises(GateError, match="not a driftwatch eval report"):
         load_report(tmp_path / "x.json")
+    (tmp_path / "v1.json").write_text(json.dumps({**baseline, "version": 1}))
+    with pytest.raises(GateError, match="version 1, this driftwatch reads version 2: make the baseline again"):
+        load_report(tmp_path / "v1.json")
+    (tmp_path / "bare.json").write_text(json.dumps({k: v for k, v in baseline.items() if k != "fingerprint"}))
+    with pytest.raises(GateError, match="no fingerprint"):
+        load_report(tmp_path / "bare.json")
     with pytest.raises(GateError, match="made at k=10"):
         judge(baseline, min_recall=None, max_drop=0.1, baseline={**baseline, "k": 10})
 
