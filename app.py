@@ -12,7 +12,8 @@ from pages import _ui as ui
 
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
-st.set_page_config(page_title="driftwatch", page_icon=":material/monitoring:", layout="wide")
+# An emoji favicon: Streamlit draws it as inline SVG, where a ":material/...:" one is fetched from fonts.gstatic.com.
+st.set_page_config(page_title="driftwatch", page_icon="📈", layout="wide")
 
 PAGES = [
     st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),

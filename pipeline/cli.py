@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date, timedelta
 
-from pipeline.config import load_config, require_sources
+from pipeline.config import PIPELINES, load_config, require_sources
 from pipeline.errors import DriftwatchError
 from pipeline.simulate import SCENARIOS
 from pipeline.store import LockError
@@ -70,18 +70,25 @@ def build_parser() -> argparse.ArgumentParser:
     _common(rebase)
 
     gate = sub.add_parser("eval", help="the CI gate: evaluate a gold set over documents, compare with a baseline",
-                          description="Evaluate every configured pipeline on --gold over --docs, print a table, "
-                                      "write a JSON report; exit 1 when the best recall@k is below the minimum "
-                                      "or a metric dropped more than --max-drop against --baseline.")
+                          description="Evaluate every configured pipeline on --gold over exactly --docs, print a "
+                                      "table, write a JSON report; exit 1 when a gated pipeline's recall@k is below "
+                                      "the minimum, a metric of it dropped more than --max-drop against --baseline, "
+                                      "or a value it needs is NaN; exit 2 when the baseline cannot be compared "
+                                      "(another k, gold set or document set).")
     gate.add_argument("--gold", required=True, help="gold set (JSONL)")
     gate.add_argument("--docs", required=True, nargs="+", help="feed files or folders of feed files")
     gate.add_argument("--k", type=int, default=5, help="the cutoff the gate judges (default 5)")
-    gate.add_argument("--min-recall-at-k", type=float, default=None, help="minimum recall@k of the best pipeline")
+    gate.add_argument("--pipeline", action="append", choices=PIPELINES, default=None,
+                      help="a pipeline to gate (repeatable; default: every pipeline evaluated or in the baseline)")
+    gate.add_argument("--min-recall-at-k", type=float, default=None, help="minimum recall@k of each gated pipeline")
     gate.add_argument("--max-drop", type=float, default=None,
-                      help="largest allowed absolute drop of any metric@k against the baseline")
+                      help="largest allowed absolute drop of any metric@k of a gated pipeline against the baseline")
     gate.add_argument("--baseline", default=None, help="a report from an earlier eval (e.g. of the main branch)")
+    gate.add_argument("--baseline-optional", action="store_true",
+                      help="a missing --baseline file skips the drop check instead of exiting 2 (a first run)")
     gate.add_argument("--out", default=None, help="where to write this run's JSON report")
-    gate.add_argument("--work-dir", default=None, help="keep the corpus and embedding cache here between runs")
+    gate.add_argument("--work-dir", default=None,
+                      help="keep the embedding cache here between runs (each run scores only its --docs)")
     gate.add_argument("--config", help="settings (default ./monitor.toml if present, else built-in defaults)")
     gate.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
 
@@ -118,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "self-contained HTML file: the same file the dashboard's Weekly review "
                                      "page downloads.")
     rep.add_argument("--week", default=None, help="ISO week, e.g. 2026-W48 (default: the latest week with runs)")
-    rep.add_argument("--out", default=None, help="the HTML file to write (default: review-<week>.html)")
+    rep.add_argument("--out", default=None,
+                     help="the HTML file to write (default: reports/review-<week>.html in the data directory)")
     _common(rep)
     return parser
 
@@ -197,27 +205,43 @@ def _base_config(path_arg: str | None):
     return load_config(path) if path_arg or path.exists() else Config(data_dir=Path(), gold=Path())
 
 
+def _baseline(args: argparse.Namespace):
+    """The --baseline report; None without one, or when it is missing and --baseline-optional says that is fine."""
+    from pathlib import Path
+
+    from pipeline.gate import load_report
+
+    if not args.baseline:
+        return None
+    if args.baseline_optional and not Path(args.baseline).exists():
+        print(f"note: no baseline report at {args.baseline} (--baseline-optional): nothing to compare with")
+        return None
+    return load_report(Path(args.baseline))
+
+
 def _eval(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from pipeline.gate import evaluate_documents, judge, load_report, table
+    from pipeline.gate import evaluate_documents, judge, table
 
     if args.k <= 0:
         print(f"error: --k must be > 0, got {args.k}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    baseline = load_report(Path(args.baseline)) if args.baseline else None
+    baseline = _baseline(args)
     report = evaluate_documents(_base_config(args.config), Path(args.gold), [Path(d) for d in args.docs], args.k,
                                 Path(args.work_dir) if args.work_dir else None)
     print(table(report, baseline))
-    verdict = judge(report, min_recall=args.min_recall_at_k, max_drop=args.max_drop, baseline=baseline)
+    verdict = judge(report, min_recall=args.min_recall_at_k, max_drop=args.max_drop, baseline=baseline,
+                    pipelines=args.pipeline)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         print(f"report written to {args.out}")
-    for reason in verdict.reasons:
-        print(f"FAIL: {reason}")
-    print("gate passed" if verdict.passed else "gate failed")
+    print("\n".join([*(f"ok: {c}" for c in verdict.checked), *(f"note: {n}" for n in verdict.notes),
+                     *(f"FAIL: {r}" for r in verdict.reasons)]))
+    counts = f"{len(verdict.checked)} checks passed, {len(verdict.reasons)} failed"
+    print(f"gate passed ({counts})" if verdict.passed else f"gate failed ({counts})")
     return EXIT_OK if verdict.passed else EXIT_ALERT
 
 
@@ -283,17 +307,14 @@ def _simulate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from pipeline import store
-    from pipeline.simulate import Scenario, compare, simulate, source_config
+    from pipeline.simulate import Scenario, check_metric, compare, last_run, simulate, source_config
 
     fallback = load_config(args.config) if args.config or Path("monitor.toml").exists() else None
     source = Path(args.data_dir or (fallback.data_dir if fallback else DEMO_DATA_DIR))
     config = source_config(source, fallback)
+    start = args.date or last_run(source)
+    check_metric(source, args.metric)  # before the simulation, which takes minutes
     runs = store.read_runs(source)
-    if runs.empty:
-        print(f"error: {source}: no history to simulate on (build one with `python -m pipeline demo`)",
-              file=sys.stderr)
-        return EXIT_BAD_INPUT
-    start = args.date or runs["run_date"].max().date()
     scenario = Scenario(args.scenario, start, n=args.n, share=args.share, before=args.before, model=args.model,
                         truncate_dim=args.truncate_dim, seed=args.seed)
     scenario.check()
@@ -313,12 +334,12 @@ def _report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from pipeline import store
-    from pipeline.report import latest_week, weekly_review_html
+    from pipeline.report import default_path, latest_week, weekly_review_html
     from pipeline.views import resolve_data_dir
 
     data_dir = resolve_data_dir(args.config, args.data_dir)
     week = args.week or latest_week(store.read_runs(data_dir))
-    out = Path(args.out or f"review-{week}.html")
+    out = Path(args.out) if args.out else default_path(data_dir, week)
     page = weekly_review_html(data_dir, week)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")

@@ -185,10 +185,14 @@ class DemoError(DriftwatchError):
     """The demo cannot be built where asked (a directory holding other history)."""
 
 
-def _reset(data_dir: Path) -> None:
-    """Clear a demo directory's series and documents; the embedding cache is kept, so a rebuild is quick."""
-    if data_dir.exists() and any(data_dir.iterdir()) and not (data_dir / DEMO_CONFIG).exists():
-        raise DemoError(f"{data_dir} holds data that the demo did not build; give an empty or new --data-dir")
+def clear_history(data_dir: Path, marker: str, refuse: Callable[[str], DriftwatchError]) -> None:
+    """Clear the series and documents of `data_dir`, which a driftwatch command built (it holds `marker`);
+    the embedding cache is kept, so a rebuild is quick. Any other non-empty directory is refused:
+    `refuse(message)` is raised. Call it holding the directory's run lock."""
+    if data_dir.exists() and any(p.name != store.LOCK_FILE for p in data_dir.iterdir()) \
+            and not (data_dir / marker).exists():
+        raise refuse(f"{data_dir} holds data that this command did not build (no {marker}); "
+                     "give an empty or new directory")
     for name in store.SCHEMAS:
         (data_dir / name).unlink(missing_ok=True)
     if (data_dir / CORPUS_FILE).exists():
@@ -212,11 +216,11 @@ def build_demo(base: Config, data_dir: Path, *, days: int = MAX_RUNS, drift_day:
     if not first < drift_day <= demo_date(N_DAYS):
         raise DemoError(f"the drift day must fall after {first} and by {demo_date(N_DAYS)}, got {drift_day}")
     data_dir = Path(data_dir).resolve()
-    _reset(data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    packs = write_pack_feeds(data_dir / "demo-feeds", drift_day)
-    config = base.replace(data_dir=data_dir, gold=GOLD_FILE, sources=demo_sources() + tuple(packs))
-    (data_dir / DEMO_CONFIG).write_text(to_toml(config), encoding="utf-8")
+    with store.run_lock(data_dir):  # a run writing the directory (a backfill) keeps it: LockError, nothing deleted
+        clear_history(data_dir, DEMO_CONFIG, DemoError)
+        packs = write_pack_feeds(data_dir / "demo-feeds", drift_day)
+        config = base.replace(data_dir=data_dir, gold=GOLD_FILE, sources=demo_sources() + tuple(packs))
+        (data_dir / DEMO_CONFIG).write_text(to_toml(config), encoding="utf-8")
     n_dup, n_off = len(pack_articles("near-duplicates")), len(pack_articles("offtopic"))
     events = {drift_day: f"drift event: {n_dup} near-duplicate and {n_off} off-topic documents start flowing in "
                          f"over {DRIFT_SPREAD} days"}

@@ -2,52 +2,100 @@
 
 from __future__ import annotations
 
-from pipeline.errors import DriftwatchError
-
+import hashlib
 import json
 import math
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timezone
 from pathlib import Path
 
+from pipeline import store
 from pipeline.config import Config, SourceConfig
+from pipeline.corpus import Corpus
+from pipeline.demo import clear_history
+from pipeline.errors import DriftwatchError
 from pipeline.job import run_day
 from pipeline.metrics import MEAN_NAMES
 
 # Every entry of the documents counts, whatever its date: a dated folder is read up to this date.
 ALL_DATES = date(2200, 1, 1)  # within pandas timestamps (which end in 2262)
-REPORT_VERSION = 1
+REPORT_VERSION = 2  # 2 added the fingerprint
 GATED = ("hit", "recall", "precision", "mrr", "ndcg")  # higher is better; unjudged is reported, not gated
+MINIMUM_METRIC = "recall"  # what --min-recall-at-k bounds
+# What a baseline must share with a report to be compared with it; the settings may differ (that is what is gated).
+PROTOCOL = {"gold": "gold set", "documents": "document set"}
+WORK_MARKER = "eval-work.json"  # marks a --work-dir as one the gate may clear
 
 
 class GateError(DriftwatchError):
-    """A baseline report that cannot be compared (unreadable, other k, other gold set)."""
+    """A gate that cannot be judged: an unreadable baseline, one made at another k, over another gold set or
+    other documents."""
 
 
 @dataclass(frozen=True)
 class Verdict:
-    passed: bool
-    reasons: list[str]
+    """What was checked and passed (with the figures), why the gate failed, and what was not gated."""
+
+    checked: tuple[str, ...]
+    reasons: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return not self.reasons
+
+
+def _digest(lines: Iterable[str]) -> str:
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+
+
+def _clear_work_dir(work_dir: Path) -> None:
+    """A work directory keeps only its embedding cache from one evaluation to the next."""
+    with store.run_lock(work_dir):
+        clear_history(work_dir, WORK_MARKER, GateError)
+        (work_dir / WORK_MARKER).write_text(json.dumps({"made_by": "python -m pipeline eval"}) + "\n",
+                                            encoding="utf-8")
 
 
 def evaluate_documents(config: Config, gold: Path, docs: Sequence[Path], k: int, work_dir: Path | None = None) -> dict:
-    """Run every configured pipeline over `docs` (feed files or folders) and return the report dict."""
+    """Run every configured pipeline over exactly `docs` (feed files or folders) and return the report dict.
+
+    With `work_dir` the embedding cache stays there between evaluations; the previous evaluation's documents
+    and series are cleared first. The report's fingerprint names the gold set (its bytes), the documents
+    scored (ids and content hashes) and the settings (config hash).
+    """
     ks = tuple(sorted(set(config.retrieval.k) | {k}))
     with tempfile.TemporaryDirectory(prefix="driftwatch-eval-") as tmp:
         data_dir = Path(work_dir) if work_dir else Path(tmp)
+        _clear_work_dir(data_dir)
         cfg = config.replace(
             data_dir=data_dir, gold=Path(gold),
             sources=tuple(SourceConfig(name=f"docs{i}", path=Path(d)) for i, d in enumerate(docs)),
             retrieval=replace(config.retrieval, k=ks,
                               candidate_depth=max(config.retrieval.candidate_depth, max(ks))),
+            corpus=replace(config.corpus, max_age_days=None),  # every document counts, however old
             drift=replace(config.drift, evidently=False, query_log=None),
             alerts=replace(config.alerts, webhook_url=None, floors={}, drop={}, metrics=()),
         )
         result = run_day(cfg, ALL_DATES, notify=False)
+        with Corpus.in_dir(data_dir) as corpus:
+            documents = _digest(f"{s.document.id}\t{s.content_hash}" for s in corpus.snapshot(ALL_DATES))
     if result.run["feeds_failed"]:
         raise GateError(result.failed_feeds[0].error)
+    return {
+        "version": REPORT_VERSION, "k": k, "gold": str(gold), "docs": [str(d) for d in docs],
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "model": result.run["model"],
+        "fingerprint": {"gold": hashlib.sha256(Path(gold).read_bytes()).hexdigest()[:16], "documents": documents,
+                        "config": config.config_hash()},
+        "docs_total": result.run["docs_total"], "chunks_total": result.run["chunks_total"],
+        "pipelines": _pipelines(result, k),
+    }
+
+
+def _pipelines(result, k: int) -> dict[str, dict]:
+    """Per pipeline: the means at k and each question's values at k."""
     pipelines: dict[str, dict] = {}
     for row in result.metrics:
         if row["k"] == k:
@@ -57,13 +105,7 @@ def evaluate_documents(config: Config, gold: Path, docs: Sequence[Path], k: int,
             values = {MEAN_NAMES[m]: row[m] for m in MEAN_NAMES}
             values["first_relevant_rank"] = row["first_relevant_rank"]
             pipelines[row["pipeline"]]["questions"][row["question_id"]] = values
-    return {
-        "version": REPORT_VERSION, "k": k, "gold": str(gold), "docs": [str(d) for d in docs],
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "model": result.run["model"], "config_hash": config.config_hash(),
-        "docs_total": result.run["docs_total"], "chunks_total": result.run["chunks_total"],
-        "pipelines": pipelines,
-    }
+    return pipelines
 
 
 def load_report(path: Path) -> dict:
@@ -73,35 +115,102 @@ def load_report(path: Path) -> dict:
         raise GateError(f"{path}: baseline report not found") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise GateError(f"{path}: not a JSON report: {exc}") from None
-    if not isinstance(report, dict) or report.get("version") != REPORT_VERSION or "pipelines" not in report:
-        raise GateError(f"{path}: not a driftwatch eval report (version {REPORT_VERSION})")
+    if not isinstance(report, dict) or "pipelines" not in report:
+        raise GateError(f"{path}: not a driftwatch eval report")
+    if report.get("version") != REPORT_VERSION:
+        raise GateError(f"{path}: an eval report of version {report.get('version')}, this driftwatch reads "
+                        f"version {REPORT_VERSION}: make the baseline again")
+    fingerprint = report.get("fingerprint")
+    if not isinstance(fingerprint, dict) or not {*PROTOCOL, "config"} <= fingerprint.keys():
+        raise GateError(f"{path}: the report has no fingerprint (gold, documents, config) to compare with")
     return report
 
 
-def judge(report: dict, *, min_recall: float | None, max_drop: float | None, baseline: dict | None) -> Verdict:
-    """Fail when the best pipeline's recall@k is under `min_recall`, or when any gated mean of any
-    pipeline fell by more than `max_drop` (absolute) against the same pipeline in `baseline`."""
+def comparable(report: dict, baseline: dict) -> list[str]:
+    """Refuse (GateError) a baseline made at another k, with another gold set or over other documents;
+    return notes on what else differs (the settings, which is what a gate compares)."""
+    if baseline["k"] != report["k"]:
+        raise GateError(f"the baseline report was made at k={baseline['k']}, this one at k={report['k']}")
+    old, new = baseline["fingerprint"], report["fingerprint"]
+    differs = [part for part in PROTOCOL if old[part] != new[part]]
+    if differs:
+        what = "; ".join(f"{PROTOCOL[part]} {old[part]} in the baseline, {new[part]} here" for part in differs)
+        raise GateError(f"the baseline report was made with another {' and '.join(PROTOCOL[p] for p in differs)} "
+                        f"({what}; the baseline's gold {baseline['gold']}, docs {' '.join(baseline['docs'])}): "
+                        "refused, a gate compares like with like")
+    if old["config"] != new["config"]:
+        return [f"settings differ from the baseline's (config {old['config']} -> {new['config']}, model "
+                f"{baseline['model']} -> {report['model']}): their effect is what is judged"]
+    return []
+
+
+def _undefined(value: float | None) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _minimum(report: dict, pipeline: str, minimum: float) -> tuple[bool, str]:
+    name = f"{MINIMUM_METRIC}@{report['k']} of {pipeline}"
+    value = report["pipelines"][pipeline]["means"].get(MINIMUM_METRIC)
+    if _undefined(value):
+        return False, f"{name} is undefined (NaN): it cannot be held to the minimum {minimum:.4f}"
+    if value < minimum:
+        return False, f"{name} is {value:.4f}, below the minimum {minimum:.4f}"
+    return True, f"{name} is {value:.4f}, at least the minimum {minimum:.4f}"
+
+
+def _drops(report: dict, baseline: dict, pipeline: str, max_drop: float) -> tuple[list[str], list[str]]:
+    """(checked, reasons) for each gated mean of `pipeline` against the baseline's."""
     k = report["k"]
-    reasons = []
-    recalls = {p: v["means"]["recall"] for p, v in report["pipelines"].items()}
-    best = max(recalls, key=lambda p: recalls[p])
-    if min_recall is not None and not recalls[best] >= min_recall:
-        reasons.append(f"best recall@{k} is {recalls[best]:.4f} ({best}), below the minimum {min_recall:.4f}")
-    if baseline is not None and max_drop is not None:
-        if baseline["k"] != k:
-            raise GateError(f"the baseline report was made at k={baseline['k']}, this one at k={k}")
-        for pipeline, values in report["pipelines"].items():
-            before = baseline["pipelines"].get(pipeline)
-            if before is None:
-                continue
-            for metric in GATED:
-                old, new = before["means"].get(metric), values["means"][metric]
-                if old is None or (isinstance(old, float) and math.isnan(old)):
-                    continue
-                if old - new > max_drop + 1e-12:
-                    reasons.append(f"{metric}@{k} of {pipeline} dropped {old - new:.4f} "
-                                   f"({old:.4f} -> {new:.4f}), more than the allowed {max_drop:.4f}")
-    return Verdict(not reasons, reasons)
+    before, after = baseline["pipelines"][pipeline]["means"], report["pipelines"][pipeline]["means"]
+    reasons, changes = [], []
+    for metric in GATED:
+        old, new = before.get(metric), after.get(metric)
+        if _undefined(old) or _undefined(new):
+            where = "this report" if _undefined(new) else "the baseline"
+            reasons.append(f"{metric}@{k} of {pipeline} is undefined (NaN) in {where}: the drop cannot be checked")
+        elif old - new > max_drop + 1e-12:
+            reasons.append(f"{metric}@{k} of {pipeline} dropped {old - new:.4f} "
+                           f"({old:.4f} -> {new:.4f}), more than the allowed {max_drop:.4f}")
+        else:
+            changes.append((new - old, metric, old, new))
+    if reasons or not changes:
+        return [], reasons
+    change, metric, old, new = min(changes)
+    return [f"no metric@{k} of {pipeline} dropped more than {max_drop:.4f} (the worst change: {metric} "
+            f"{change:+.4f}, {old:.4f} -> {new:.4f})"], []
+
+
+def judge(report: dict, *, min_recall: float | None, max_drop: float | None, baseline: dict | None,
+          pipelines: Sequence[str] | None = None) -> Verdict:
+    """Judge each gated pipeline (`pipelines`; by default every pipeline of the report and of the baseline).
+
+    It fails when its recall@k is under `min_recall`, when any gated mean fell by more than `max_drop`
+    (absolute) against the same pipeline in `baseline`, when a value it needs is NaN, or when the pipeline
+    is missing from the report. A pipeline the baseline lacks is noted, not failed.
+    """
+    notes = comparable(report, baseline) if baseline is not None else []
+    gated = list(pipelines or dict.fromkeys([*report["pipelines"], *(baseline or {}).get("pipelines", {})]))
+    checked, reasons = [], []
+    for pipeline in gated:
+        if pipeline not in report["pipelines"]:
+            reasons.append(f"{pipeline} is gated but was not evaluated (evaluated: {', '.join(report['pipelines'])})")
+            continue
+        if min_recall is not None:
+            ok, text = _minimum(report, pipeline, min_recall)
+            (checked if ok else reasons).append(text)
+        if baseline is None or max_drop is None:
+            continue
+        if pipeline not in baseline["pipelines"]:
+            notes.append(f"{pipeline} is not in the baseline: its drop was not checked")
+            continue
+        passed, failed = _drops(report, baseline, pipeline, max_drop)
+        checked += passed
+        reasons += failed
+    if max_drop is not None and baseline is None:
+        notes.append("no baseline report: the drop check was skipped")
+    if min_recall is None and max_drop is None:
+        notes.append("nothing was gated: give --min-recall-at-k and/or --max-drop")
+    return Verdict(tuple(checked), tuple(reasons), tuple(notes))
 
 
 def table(report: dict, baseline: dict | None = None) -> str:

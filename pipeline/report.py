@@ -20,6 +20,7 @@ from pipeline.charts import SEVERITY_COLOURS, colour_map
 REVIEW_METRICS = ("hit", "recall", "mrr", "ndcg", "unjudged")  # the summary table's columns
 CHART_METRIC = "recall"
 TOP_QUESTIONS = 10
+REPORTS_DIR = "reports"  # the default folder of `python -m pipeline report`, inside the data directory
 
 
 class ReportError(DriftwatchError, ValueError):
@@ -78,6 +79,12 @@ def latest_week(runs: pd.DataFrame) -> str:
     if not available:
         raise ReportError("no runs yet: nothing to review")
     return available[-1]
+
+
+def default_path(data_dir: Path, week: str) -> Path:
+    """Where `python -m pipeline report` writes a week's review without --out: beside the history it reviews
+    (a data directory is not committed), never into the current directory."""
+    return Path(data_dir) / REPORTS_DIR / f"review-{week}.html"
 
 
 def weekly_review_html(data_dir: Path, week: str) -> str:

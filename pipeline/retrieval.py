@@ -7,6 +7,7 @@ and returns at most `candidate_depth` documents, so all pipelines are compared a
 from __future__ import annotations
 
 import logging
+import math
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -121,11 +122,27 @@ class Bm25Index:
             self.model.index([tokenize(t, self.stopwords) for t in texts], show_progress=False)
 
     def scores(self, query: str) -> np.ndarray:
-        if not self.n:
-            return np.zeros(0, dtype=np.float32)
-        ids = self.model.get_tokens_ids(tokenize(query, self.stopwords))
+        """Every chunk's score for `query` (zeros when no query token is indexed)."""
+        return self._scores(self._token_ids(query))
+
+    def matching(self, query: str) -> tuple[np.ndarray, np.ndarray]:
+        """The chunks sharing at least one token with `query` (positions, ascending) and their scores.
+
+        Only these: bm25l and bm25+ give every chunk a score above 0, whether it shares a token or not.
+        """
+        ids = self._token_ids(query)
         if not ids:
-            return np.zeros(self.n, dtype=np.float32)
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        indptr, indices = self.model.scores["indptr"], self.model.scores["indices"]
+        positions = np.unique(np.concatenate([indices[indptr[t]:indptr[t + 1]] for t in ids])).astype(np.int64)
+        return positions, self._scores(ids)[positions]
+
+    def _token_ids(self, query: str) -> list[int]:
+        return self.model.get_tokens_ids(tokenize(query, self.stopwords)) if self.n else []
+
+    def _scores(self, ids: list[int]) -> np.ndarray:
+        if not ids:
+            return np.zeros(self.n, dtype=np.float64)
         return np.asarray(self.model.get_scores(ids), dtype=np.float64)
 
 
@@ -136,18 +153,22 @@ def _head(ranking: Ranking, n: int) -> Ranking:
 def rrf(rankings: Sequence[Ranking], k_rrf: int, depth: int) -> Ranking:
     """Reciprocal rank fusion: score(d) = sum over lists of 1 / (k_rrf + rank(d)), ranks from 1.
 
-    A document missing from a list adds 0 for that list. Ties go to the better best rank, then
-    to the document id. A document's chunk is its chunk in the first list that has it.
+    A document missing from a list adds 0 for that list. Equal scores are ordered by the ranks: the better
+    best rank first, then the better next rank (a document missing from a list counts as ranked below all
+    there), then the better rank in the earlier list (the hybrid pipeline fuses dense before BM25, so dense
+    decides a mirror tie such as ranks (1, 2) against (2, 1)). Two documents cannot share a rank in one
+    list, so the ranks always decide; the id is only the key's last resort. A document's chunk is its
+    chunk in the first list that has it.
     """
     score: dict[str, float] = {}
-    best: dict[str, int] = {}
+    ranks: dict[str, list[float]] = {}
     chunk: dict[str, str] = {}
-    for ranking in rankings:
+    for i, ranking in enumerate(rankings):
         for rank, (doc, ch) in enumerate(zip(ranking.doc_ids, ranking.chunk_ids), start=1):
             score[doc] = score.get(doc, 0.0) + 1.0 / (k_rrf + rank)
-            best[doc] = min(best.get(doc, rank), rank)
+            ranks.setdefault(doc, [math.inf] * len(rankings))[i] = rank
             chunk.setdefault(doc, ch)
-    order = sorted(score, key=lambda d: (-score[d], best[d], d))[:depth]
+    order = sorted(score, key=lambda d: (-score[d], sorted(ranks[d]), ranks[d], d))[:depth]
     return Ranking(tuple(order), tuple(score[d] for d in order), tuple(chunk[d] for d in order))
 
 
@@ -226,9 +247,8 @@ class Retriever:
     def _bm25(self, questions: Sequence[str]) -> list[Ranking]:
         out = []
         for question in questions:
-            scores = self.bm25.scores(question)
-            matched = np.flatnonzero(scores > 0)  # a chunk sharing no term with the question is not retrieved
-            order, sc = _sorted_desc(scores[matched], matched)
+            matched, scores = self.bm25.matching(question)  # a chunk sharing no term with the question is not retrieved
+            order, sc = _sorted_desc(scores, matched)
             out.append(self.table.collapse(order, sc, self.depth))
         return out
 

@@ -97,15 +97,21 @@ def _read_lock(data_dir: Path):
         os.close(fd)
 
 
-def prepare_sandbox(source: Path, sandbox: Path, scenario: Scenario) -> None:
-    """Copy the source's series and corpus into `sandbox` (new, empty, or an earlier sandbox)."""
-    source, sandbox = Path(source).resolve(), Path(sandbox).resolve()
+def _check_out(source: Path, sandbox: Path) -> None:
+    """Refuse a sandbox inside (or holding) the source, or a folder that is neither empty nor an earlier sandbox."""
     if not (source / store.RUNS).exists() or not (source / CORPUS_FILE).exists():
         raise SimulationError(f"{source}: no history to simulate on (no runs.csv / corpus.sqlite)")
     if sandbox == source or source in sandbox.parents or sandbox in source.parents:
         raise SimulationError(f"--out {sandbox} must be outside the source directory {source}")
-    if sandbox.exists() and any(sandbox.iterdir()) and not discard_sandbox(sandbox):
+    if sandbox.exists() and any(sandbox.iterdir()) and not (sandbox / SANDBOX_FILE).is_file():
         raise SimulationError(f"--out {sandbox} is not empty and not an earlier sandbox; choose another folder")
+
+
+def prepare_sandbox(source: Path, sandbox: Path, scenario: Scenario) -> None:
+    """Copy the source's series and corpus into `sandbox` (new, empty, or an earlier sandbox, which is replaced)."""
+    source, sandbox = Path(source).resolve(), Path(sandbox).resolve()
+    _check_out(source, sandbox)
+    discard_sandbox(sandbox)
     sandbox.mkdir(parents=True, exist_ok=True)
     with _read_lock(source):
         for name in (*store.SCHEMAS, store.REFERENCE_FILE):  # the drift reference too, or it would reset
@@ -164,36 +170,73 @@ def _apply(scenario: Scenario, corpus: Corpus) -> None:
         corpus.delete(doomed, scenario.start, reason=scenario.describe())
 
 
+def _partial(sandbox: Path) -> Path:
+    """Where a simulation builds its sandbox before renaming it to `sandbox`: a hidden sibling, so a killed
+    simulation never leaves a half-made --out (the next simulation to that --out replaces what it left)."""
+    return sandbox.with_name(f".{sandbox.name}.partial")
+
+
+def last_run(source: Path) -> date:
+    """The date of the source's last run (SimulationError without history)."""
+    runs = store.read_runs(source)
+    if runs.empty:
+        raise SimulationError(f"{source}: no history to simulate on (build one with `python -m pipeline demo`)")
+    return runs["run_date"].max().date()
+
+
 def simulate(config: Config, scenario: Scenario, source: Path, sandbox: Path,
              progress: Callable[[RunResult], None] | None = None) -> Simulation:
     """Copy `source` to `sandbox`, apply the scenario on its start date and re-run every later date there.
 
     The sandbox keeps the original rows before the start date, so its series and the source's can be
-    compared side by side; the source directory is never written.
+    compared side by side; the source directory is never written. The sandbox is built in a hidden
+    sibling and renamed to `sandbox` once complete, replacing an earlier sandbox there.
     """
     scenario.check()
-    source = Path(source).resolve()
-    prepare_sandbox(source, sandbox, scenario)
-    sandbox = Path(sandbox).resolve()
-    run_dates = sorted(store.read_runs(sandbox)["run_date"].dt.date.unique())
-    dates = [d for d in run_dates if d >= scenario.start] or [scenario.start]
-    sim_config = config.replace(data_dir=sandbox)
+    source, sandbox = Path(source).resolve(), Path(sandbox).resolve()
+    _check_out(source, sandbox)
+    last = last_run(source)
+    if scenario.start > last:
+        raise SimulationError(f"--date {scenario.start} is after the last run of {source} ({last}): "
+                              "a scenario starts on or before a run date")
+    work = _partial(sandbox)
+    shutil.rmtree(work, ignore_errors=True)  # left by a killed simulation
+    prepare_sandbox(source, work, scenario)
+    run_dates = sorted(store.read_runs(work)["run_date"].dt.date.unique())
+    sim_config = config.replace(data_dir=work)
     if scenario.name == "embedder":
         embedder = dataclasses.replace(sim_config.embedder, model=scenario.model or sim_config.embedder.model,
                                        truncate_dim=scenario.truncate_dim)
         sim_config = sim_config.replace(embedder=embedder)
-    with Corpus.in_dir(sandbox) as corpus:
+    with Corpus.in_dir(work) as corpus:
         _apply(scenario, corpus)
     results = []
-    for day in dates:
+    for day in (d for d in run_dates if d >= scenario.start):
         results.append(run_day(sim_config, day, events=scenario.describe() if day == scenario.start else ""))
         if progress:
             progress(results[-1])
+    discard_sandbox(sandbox)
+    if sandbox.exists():
+        sandbox.rmdir()  # an empty folder (checked above)
+    work.rename(sandbox)
     return Simulation(source, sandbox, scenario, results)
+
+
+def metric_names(data_dir: Path) -> list[str]:
+    """The metrics of a data directory's metrics.csv, which `compare` can show."""
+    return sorted(store.read_metrics(data_dir)["metric"].unique())
+
+
+def check_metric(data_dir: Path, metric: str) -> None:
+    names = metric_names(data_dir)
+    if metric not in names:
+        raise SimulationError(f"--metric {metric!r} is not in {Path(data_dir) / store.METRICS} "
+                              f"(valid: {', '.join(names) or 'none'})")
 
 
 def compare(source: Path, sandbox: Path, metric: str, k: int) -> pd.DataFrame:
     """One row per date and pipeline: the metric in the original series and in the simulated one."""
+    check_metric(source, metric)
     def series(data_dir: Path) -> pd.DataFrame:
         frame = store.read_metrics(data_dir)
         return frame[(frame["metric"] == metric) & (frame["k"] == k)][["run_date", "pipeline", "value"]]

@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -33,6 +34,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 SCREENSHOTS_ENV = "DRIFTWATCH_SCREENSHOTS"  # set (to anything) to keep the screenshots in bench/out/screenshots
 SCREENSHOTS_OUT = ROOT / "bench" / "out" / "screenshots"
 VIEWPORT = {"width": 1400, "height": 900}
+LOCAL_HOST = "127.0.0.1"  # where the test serves the app: the only host a page may request
 START_TIMEOUT = 60  # seconds for the server to answer its health check
 PAGE_TIMEOUT = 120_000  # ms for a page's script run (the Drift page's first run projects embeddings: seconds)
 EXPECT_TIMEOUT = 30_000  # ms for an element to appear once the run is over (plotly.js draws after it)
@@ -93,7 +95,7 @@ def test_every_page_file_is_opened_in_the_browser():
 
 def _free_port() -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((LOCAL_HOST, 0))
         return s.getsockname()[1]
 
 
@@ -142,11 +144,12 @@ def server(history, tmp_path_factory) -> Iterator[Server]:
     log = tmp_path_factory.mktemp("server") / "streamlit.log"
     env = {**os.environ, "DRIFTWATCH_DATA_DIR": str(history)}
     env.pop("DRIFTWATCH_CONFIG", None)
+    # No --browser.gatherUsageStats: the repository's .streamlit/config.toml must keep the pages offline.
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-               "--server.port", str(port), "--browser.gatherUsageStats", "false"]
+               "--server.port", str(port)]
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    running = Server(f"http://127.0.0.1:{port}", log)
+    running = Server(f"http://{LOCAL_HOST}:{port}", log)
     try:
         deadline = time.monotonic() + START_TIMEOUT
         while not _healthy(running.url):
@@ -222,6 +225,8 @@ def test_page_renders_in_the_browser(browser, server, screenshots, page: RoutedP
     tab = context.new_page()
     script_errors: list[str] = []
     tab.on("pageerror", lambda exc: script_errors.append(str(exc)))
+    requested: list[str] = []
+    tab.on("request", lambda request: requested.append(request.url))
     url = f"{server.url}/{page.url_path}"
     try:
         problem = None
@@ -230,6 +235,9 @@ def test_page_renders_in_the_browser(browser, server, screenshots, page: RoutedP
             wait_until_idle(tab)
             check_page(tab, page)
             assert script_errors == [], "JavaScript errors in the page"
+            assert [u for u in requested if urlparse(u).scheme in ("http", "https", "ws", "wss")
+                    and urlparse(u).hostname != LOCAL_HOST] == [], \
+                "the page fetched from the internet (a :material/ favicon, Streamlit's usage statistics)"
         except (AssertionError, PlaywrightTimeoutError) as exc:
             problem = exc
         shot = screenshots / f"{PAGES.index(page) + 1:02d}-{page.name}.png"

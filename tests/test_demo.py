@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
+import re
 from pathlib import Path
 
 import feedparser
 import pytest
 
 from pipeline import store
+from pipeline.cli import EXIT_BAD_INPUT, EXIT_LOCKED, main
 from pipeline.config import Config, RetrievalConfig
 from pipeline.demo import (FEEDS_DIR, FIRST_RUN_DAY, GOLD_FILE, N_DAYS, base_articles, build_demo,
                            daily_feeds, demo_date, pack_articles)
 from pipeline.gold import load_gold
-from pipeline.simulate import Scenario, SimulationError, compare, discard_sandbox, simulate, source_config
+from pipeline.simulate import (SANDBOX_FILE, Scenario, SimulationError, compare, discard_sandbox, simulate,
+                               source_config)
 
 FEED_FILES = sorted(FEEDS_DIR.glob("*/*.xml"))
 
@@ -83,6 +87,16 @@ def test_short_demo_writes_the_series(demo_store):
     assert (data_dir / "demo.toml").exists()
 
 
+def test_demo_waits_for_the_lock_before_deleting_anything(demo_store):
+    """A run (a backfill) holding the directory's lock: the demo exits 3 and every file is as it was."""
+    data_dir, _ = demo_store
+    with store.run_lock(data_dir):
+        before = tree_hash(data_dir)
+        assert main(["demo", "--data-dir", str(data_dir), "--days", "1"]) == EXIT_LOCKED
+        assert tree_hash(data_dir) == before
+    assert (data_dir / store.RUNS).exists() and len(store.read_runs(data_dir)) == 3
+
+
 def test_simulations_leave_the_source_untouched_and_move_the_metrics(demo_store, tmp_path):
     data_dir, _ = demo_store
     before = tree_hash(data_dir)
@@ -115,3 +129,41 @@ def test_simulations_leave_the_source_untouched_and_move_the_metrics(demo_store,
     assert not discard_sandbox(tmp_path / "mine") and (tmp_path / "mine" / "notes.txt").exists()
     assert discard_sandbox(dup.sandbox) and not dup.sandbox.exists()
     assert tree_hash(data_dir) == before
+
+
+def test_simulate_builds_the_sandbox_aside_and_renames_it_when_complete(demo_store, tmp_path):
+    """While the scenario runs, --out is untouched (absent, or the earlier sandbox): a kill leaves no half-made
+    --out, and the hidden sibling it would leave is replaced by the next simulation."""
+    data_dir, _ = demo_store
+    config = Config(data_dir=data_dir, gold=GOLD_FILE, retrieval=RetrievalConfig(k=(1, 5, 10), candidate_depth=20))
+    last = demo_date(FIRST_RUN_DAY + 2)
+    out, partial = tmp_path / "sandbox", tmp_path / ".sandbox.partial"
+    partial.mkdir()
+    (partial / store.RUNS).write_text("run_date\n2026-10")  # what a kill during the copy leaves
+    seen = []
+
+    def progress(result) -> None:
+        seen.append((out.exists() and json.loads((out / SANDBOX_FILE).read_text())["scenario"]["n"],
+                     (partial / SANDBOX_FILE).exists()))
+
+    first = simulate(config, Scenario("offtopic", last, n=3), data_dir, out, progress=progress)
+    second = simulate(config, Scenario("offtopic", last, n=4), data_dir, out, progress=progress)
+    assert seen == [(False, True), (3, True)]  # during the runs: no --out, then the earlier sandbox untouched
+    assert first.sandbox == second.sandbox == out.resolve() and not partial.exists()
+    assert json.loads((out / SANDBOX_FILE).read_text())["scenario"]["n"] == 4
+    assert store.read_runs(out)["events"].fillna("").str.contains("injected 4 offtopic").any()
+
+
+@pytest.mark.parametrize("option, message", [
+    (["--date", str(demo_date(FIRST_RUN_DAY + 3))],
+     f"after the last run of .* \\({demo_date(FIRST_RUN_DAY + 2)}\\)"),
+    (["--metric", "foo"], "--metric 'foo' is not in .*metrics.csv \\(valid: hit, mrr, ndcg, precision, recall, "
+                          "unjudged\\)"),
+], ids=["date-after-the-last-run", "unknown-metric"])
+def test_simulate_refuses_a_date_after_the_history_or_an_unknown_metric(demo_store, tmp_path, capsys, option, message):
+    data_dir, _ = demo_store
+    out = tmp_path / "sandbox"
+    assert main(["simulate", "--scenario", "offtopic", "--n", "3", "--data-dir", str(data_dir), "--out", str(out),
+                 *option]) == EXIT_BAD_INPUT
+    assert re.search(f"^error: .*{message}", capsys.readouterr().err, re.M)
+    assert not out.exists() and not (tmp_path / ".sandbox.partial").exists()

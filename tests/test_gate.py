@@ -3,13 +3,17 @@ restoring them gives the baseline numbers back."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
+import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import feedparser
 import pytest
 
 from pipeline.config import Bm25Config, Config, EmbedderConfig
@@ -35,6 +39,8 @@ def baseline(work) -> dict:
 
 def test_report_shape(baseline):
     assert baseline["k"] == 5 and baseline["docs_total"] == 420
+    assert set(baseline["fingerprint"]) == {"gold", "documents", "config"}
+    assert baseline["fingerprint"]["config"] == BASE.config_hash()
     assert set(baseline["pipelines"]) == {"bm25", "dense", "hybrid"}
     dense = baseline["pipelines"]["dense"]
     assert len(dense["questions"]) == 50
@@ -56,6 +62,7 @@ def test_broken_setting_fails_the_gate_and_restoring_it_passes(work, broken, k, 
     new = report["pipelines"][pipeline]["means"][metric]
     assert old - new > MAX_DROP
     assert any(r.startswith(f"{metric}@{k} of {pipeline} dropped") for r in verdict.reasons)
+    assert any(n.startswith("settings differ from the baseline's") for n in verdict.notes)  # compared, not refused
     row = next(line for line in table(report, reference).splitlines()
                if line.startswith(pipeline) and f" {metric}@{k} " in line)
     assert f"{new - old:+.4f}" in row  # the drop is visible in the table
@@ -64,11 +71,72 @@ def test_broken_setting_fails_the_gate_and_restoring_it_passes(work, broken, k, 
     assert judge(restored, min_recall=None, max_drop=MAX_DROP, baseline=reference).passed
 
 
-def test_minimum_recall(baseline):
-    best = max(v["means"]["recall"] for v in baseline["pipelines"].values())
-    assert judge(baseline, min_recall=best, max_drop=None, baseline=None).passed
-    verdict = judge(baseline, min_recall=best + 0.01, max_drop=None, baseline=None)
-    assert not verdict.passed and "below the minimum" in verdict.reasons[0]
+def test_minimum_holds_for_every_gated_pipeline(baseline):
+    recall = {p: v["means"]["recall"] for p, v in baseline["pipelines"].items()}
+    best, worst = max(recall, key=recall.get), min(recall, key=recall.get)
+    assert judge(baseline, min_recall=recall[worst], max_drop=None, baseline=None).passed
+    verdict = judge(baseline, min_recall=recall[best], max_drop=None, baseline=None)  # by default: every pipeline
+    assert not verdict.passed
+    assert sorted(r.split()[2] for r in verdict.reasons) == sorted(p for p in recall if recall[p] < recall[best])
+    assert f"recall@5 of {worst} is {recall[worst]:.4f}, below the minimum {recall[best]:.4f}" in verdict.reasons
+    only_best = judge(baseline, min_recall=recall[best], max_drop=None, baseline=None, pipelines=[best])
+    assert only_best.passed and only_best.checked == (
+        f"recall@5 of {best} is {recall[best]:.4f}, at least the minimum {recall[best]:.4f}",)
+    assert not judge(baseline, min_recall=recall[best], max_drop=None, baseline=None, pipelines=[worst]).passed
+
+
+def with_value(report: dict, pipeline: str, metric: str, value: float) -> dict:
+    changed = copy.deepcopy(report)
+    changed["pipelines"][pipeline]["means"][metric] = value
+    return changed
+
+
+@pytest.mark.parametrize("where", ["report", "baseline"])
+@pytest.mark.parametrize("metric", ["recall", "ndcg"])
+def test_a_nan_metric_fails_the_gate(baseline, where, metric):
+    nan = with_value(baseline, "dense", metric, math.nan)
+    report, before = (nan, baseline) if where == "report" else (baseline, nan)
+    verdict = judge(report, min_recall=None, max_drop=MAX_DROP, baseline=before)
+    place = "this report" if where == "report" else "the baseline"
+    assert verdict.reasons == (f"{metric}@5 of dense is undefined (NaN) in {place}: the drop cannot be checked",)
+    if where == "report" and metric == "recall":
+        verdict = judge(report, min_recall=0.1, max_drop=None, baseline=None)
+        assert verdict.reasons == ("recall@5 of dense is undefined (NaN): it cannot be held to the minimum 0.1000",)
+
+
+def test_a_pipeline_missing_from_the_report_fails(baseline):
+    report = copy.deepcopy(baseline)
+    del report["pipelines"]["hybrid"]
+    verdict = judge(report, min_recall=None, max_drop=MAX_DROP, baseline=baseline)
+    assert verdict.reasons == ("hybrid is gated but was not evaluated (evaluated: bm25, dense)",)
+    verdict = judge(report, min_recall=0.1, max_drop=None, baseline=None, pipelines=["hybrid"])
+    assert verdict.reasons == ("hybrid is gated but was not evaluated (evaluated: bm25, dense)",)
+    new = judge(baseline, min_recall=None, max_drop=MAX_DROP, baseline=report)  # a new pipeline: noted, not failed
+    assert new.passed and "hybrid is not in the baseline: its drop was not checked" in new.notes
+
+
+def test_work_dir_scores_only_the_documents_given_and_other_documents_are_refused(tmp_path, work, baseline):
+    folder = DOCS[0]
+    entries = {e.id for f in folder.glob("*.xml") for e in feedparser.parse(f.read_bytes()).entries}
+    gold = tmp_path / "gold-part.jsonl"
+    gold.write_text("".join(GOLD_FILE.read_text(encoding="utf-8").splitlines(keepends=True)[:10]), encoding="utf-8")
+    report = evaluate_documents(BASE, gold, [folder], 5, work)  # `work` holds every document of DOCS before
+    assert report["docs_total"] == len(entries) < baseline["docs_total"]
+    assert all(len(v["questions"]) == 10 for v in report["pipelines"].values())
+    with pytest.raises(GateError, match="made with another gold set and document set"):
+        judge(report, min_recall=None, max_drop=MAX_DROP, baseline=baseline)
+    for part, label in (("gold", "gold set"), ("documents", "document set")):
+        other = copy.deepcopy(baseline)
+        other["fingerprint"][part] = report["fingerprint"][part]
+        with pytest.raises(GateError, match=f"made with another {label} \\("):
+            judge(baseline, min_recall=None, max_drop=MAX_DROP, baseline=other)
+
+
+def test_work_dir_holding_other_data_is_refused(tmp_path):
+    (tmp_path / "runs.csv").write_text("run_date\n")
+    with pytest.raises(GateError, match="did not build"):
+        evaluate_documents(BASE, GOLD_FILE, DOCS, 5, tmp_path)
+    assert (tmp_path / "runs.csv").read_text() == "run_date\n"
 
 
 def test_baseline_errors(tmp_path, baseline):
@@ -77,6 +145,12 @@ def test_baseline_errors(tmp_path, baseline):
     (tmp_path / "x.json").write_text("[1, 2]")
     with pytest.raises(GateError, match="not a driftwatch eval report"):
         load_report(tmp_path / "x.json")
+    (tmp_path / "v1.json").write_text(json.dumps({**baseline, "version": 1}))
+    with pytest.raises(GateError, match="version 1, this driftwatch reads version 2: make the baseline again"):
+        load_report(tmp_path / "v1.json")
+    (tmp_path / "bare.json").write_text(json.dumps({k: v for k, v in baseline.items() if k != "fingerprint"}))
+    with pytest.raises(GateError, match="no fingerprint"):
+        load_report(tmp_path / "bare.json")
     with pytest.raises(GateError, match="made at k=10"):
         judge(baseline, min_recall=None, max_drop=0.1, baseline={**baseline, "k": 10})
 
@@ -101,6 +175,37 @@ def test_cli_gate_exits_1_on_a_drop_and_0_once_restored(tmp_path, work, baseline
     plain.write_text(f'data_dir = "{tmp_path}"\ngold = "{GOLD_FILE}"\n')
     done = gate(*common, "--config", str(plain))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "gate passed" in done.stdout
+    dense = baseline["pipelines"]["dense"]["means"]["recall"]
+    assert f"ok: recall@5 of dense is {dense:.4f}, at least the minimum 0.5000" in done.stdout  # what was checked
+    assert re.search(r"^ok: no metric@5 of hybrid dropped more than 0\.0300 \(the worst change: ", done.stdout, re.M)
+    assert "gate passed (6 checks passed, 0 failed)" in done.stdout
     done = gate("--k", "5", "--baseline", str(tmp_path / "missing.json"), "--config", str(plain))
     assert done.returncode == 2 and "baseline report not found" in done.stderr
+
+
+def readme_block(heading: str, language: str) -> str:
+    """The first fenced block of `language` after the README heading."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index(heading):]
+    start = section.index(f"```{language}\n") + len(language) + 4
+    return section[start:section.index("```\n", start)]
+
+
+def test_readme_gate_command_passes_on_a_fresh_clone(tmp_path):
+    """The README's command, run as written by a shell in a checkout without reports/ (no baseline yet)."""
+    for name in ("data", "monitor.toml"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    command = readme_block("## The CI gate", "bash")
+    done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT),
+                               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "note: no baseline report at reports/main.json (--baseline-optional)" in done.stdout
+    assert "gate passed (3 checks passed, 0 failed)" in done.stdout
+    assert json.loads((tmp_path / "reports" / "pr.json").read_text())["docs_total"] == 420
+
+
+def test_the_workflow_file_is_the_readme_s():
+    assert (ROOT / ".github/workflows/retrieval-gate.yml").read_text() == readme_block("## The CI gate", "yaml")
+    assert readme_block("## The CI gate", "bash").replace("\\\n    ", "") in \
+        readme_block("## The CI gate", "yaml").replace("\\\n            ", "")

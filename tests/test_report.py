@@ -84,7 +84,9 @@ def test_cli_defaults_to_the_latest_week_and_refuses_a_bad_one(data_dir, tmp_pat
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DRIFTWATCH_DATA_DIR", str(data_dir))
     assert main(["report"]) == EXIT_OK
-    assert (tmp_path / f"review-{WEEK}.html").read_text() == report.weekly_review_html(data_dir, WEEK)
+    written = data_dir / "reports" / f"review-{WEEK}.html"  # beside the history, not in the current directory
+    assert written.read_text() == report.weekly_review_html(data_dir, WEEK)
+    assert [p.name for p in tmp_path.iterdir()] == ["store"]  # the current directory gained nothing
     assert main(["report", "--week", "2026-W48"]) == EXIT_BAD_INPUT
     assert "no runs in 2026-W48" in capsys.readouterr().err
 

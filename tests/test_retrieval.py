@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pipeline.chunking import Chunk
-from pipeline.config import Config, RerankConfig, RetrievalConfig
+from pipeline.config import BM25_METHODS, Bm25Config, Config, RerankConfig, RetrievalConfig
 from pipeline.embeddings import normalize
 from pipeline.retrieval import Bm25Index, Ranking, Reranker, Retriever, rrf, tokenize
 
@@ -36,10 +36,42 @@ def test_rrf_scores_are_the_formula():
     b = Ranking(("d3", "d4"), (5.0, 4.0), ("d3#1", "d4#0"))
     fused = rrf([a, b], k_rrf=60, depth=10)
     expected = {"d1": 1 / (60 + 1), "d2": 1 / (60 + 2), "d3": 1 / (60 + 3) + 1 / (60 + 1), "d4": 1 / (60 + 2)}
-    assert fused.doc_ids == ("d3", "d1", "d2", "d4")  # d2 and d4 tie at 1/62: same best rank, so by id
+    assert fused.doc_ids == ("d3", "d1", "d2", "d4")  # d2 and d4 tie at 1/62, same best rank: the first list's
     assert fused.scores == tuple(expected[d] for d in fused.doc_ids)
     assert fused.chunk_ids[0] == "d3#0"  # the chunk from the first list that has the document
     assert rrf([a, b], k_rrf=60, depth=2).doc_ids == ("d3", "d1")
+
+
+def test_rrf_ties_are_decided_by_the_ranks_not_the_ids():
+    """Ids are chosen so that id order ("a..." before "z...") would pick the other document of every tie."""
+    dense = ["zx", "ay", "zu", "d04", "zp"] + [f"d{r:02}" for r in range(6, 12)] + ["av"] + \
+        [f"d{r:02}" for r in range(13, 25)]
+    sparse = ["ay", "zx", "b03", "b04", "aq"] + [f"b{r:02}" for r in range(6, 12)] + ["av"] + \
+        [f"b{r:02}" for r in range(13, 24)] + ["zu"]
+    fused = rrf([Ranking(tuple(dense), (0.0,) * 24, tuple(dense)), Ranking(tuple(sparse), (0.0,) * 24, tuple(sparse))],
+                k_rrf=60, depth=100)
+    score = dict(zip(fused.doc_ids, fused.scores))
+    # a mirror tie, ranks (1, 2) and (2, 1): the first list (dense) decides
+    assert score["zx"] == score["ay"] == 1 / (60 + 1) + 1 / (60 + 2) and fused.doc_ids[:2] == ("zx", "ay")
+    # ranks (3, 24) and (12, 12): equal scores, the better best rank (3) first
+    assert score["zu"] == score["av"] == 1 / (60 + 3) + 1 / (60 + 24) == 1 / (60 + 12) + 1 / (60 + 12)
+    assert fused.doc_ids.index("zu") == fused.doc_ids.index("av") - 1
+    # ranks (5, missing) and (missing, 5): the same best rank, the next rank missing in both: the first list's
+    assert score["zp"] == score["aq"] == 1 / (60 + 5)
+    assert fused.doc_ids.index("zp") == fused.doc_ids.index("aq") - 1
+    assert [d for d in fused.doc_ids if d[0] in "az"] == ["zx", "ay", "zu", "av", "zp", "aq"]
+
+
+def test_rrf_ties_on_the_best_rank_go_to_the_better_next_rank():
+    """Three lists: zm ranks (1, 3, 24) and an (12, 1, 12) score the same and share the best rank 1; 3 beats 12."""
+    lists = [["zm"] + [f"a{r:02}" for r in range(2, 12)] + ["an"],
+             ["an", "b02", "zm"],
+             [f"c{r:02}" for r in range(1, 12)] + ["an"] + [f"c{r:02}" for r in range(13, 24)] + ["zm"]]
+    fused = rrf([Ranking(tuple(ids), (0.0,) * len(ids), tuple(ids)) for ids in lists], k_rrf=60, depth=100)
+    score = dict(zip(fused.doc_ids, fused.scores))
+    assert score["zm"] == score["an"] == 1 / (60 + 1) + 1 / (60 + 3) + 1 / (60 + 24)
+    assert score["an"] == 1 / (60 + 12) + 1 / (60 + 1) + 1 / (60 + 12)
+    assert fused.doc_ids[:2] == ("zm", "an")
 
 
 def test_rrf_missing_document_adds_zero():
@@ -89,11 +121,15 @@ def test_dense_widens_the_search_when_one_document_crowds_the_top():
     assert ranking.doc_ids[0] == "big" and sorted(ranking.doc_ids[1:]) == [f"d{i}" for i in range(5)]
 
 
-def test_bm25_pipeline_does_not_return_unmatched_documents():
-    chunks = chunks_of({"a": ["ferry strike today"], "b": ["comet seen"], "c": ["another ferry"]})
-    retriever = Retriever(chunks, keyword_vectors([c.text for c in chunks]), config(pipelines=("bm25",)))
-    (ranking,) = retriever.search("bm25", ["ferry strike"], None)
-    assert ranking.doc_ids == ("a", "c")
+@pytest.mark.parametrize("method", BM25_METHODS)
+def test_bm25_pipeline_does_not_return_unmatched_documents(method):
+    """bm25l and bm25+ score a chunk without any query token above 0: it must still not be retrieved."""
+    chunks = chunks_of({"a": ["ferry strike today"], "b": ["comet seen"], "c": ["another ferry"], "d": ["tram"]})
+    cfg = config(pipelines=("bm25",)).replace(bm25=Bm25Config(method=method))
+    retriever = Retriever(chunks, keyword_vectors([c.text for c in chunks]), cfg)
+    (ranking, none) = retriever.search("bm25", ["ferry strike", "zebra"], None)
+    assert ranking.doc_ids == ("a", "c") and none.doc_ids == ()
+    assert ranking.scores == tuple(retriever.bm25.scores("ferry strike")[[0, 2]])
 
 
 def test_hybrid_is_rrf_of_the_two_branches():
