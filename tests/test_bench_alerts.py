@@ -19,8 +19,8 @@ from pipeline.config import AlertsConfig, RetrievalConfig
 KS = RetrievalConfig().k
 
 
-def alert(day: str, severity: str = ALERT, message: str = "x", pipeline: str = "dense") -> Alert:
-    return Alert(day, "drop", pipeline, "hit@5", 0.5, 0.8, -37.5, 10.0, severity, message)
+def alert(day: str, severity: str = ALERT, since: str = "", pipeline: str = "dense") -> Alert:
+    return Alert(day, "drop", pipeline, "hit@5", 0.5, 0.8, -37.5, 10.0, severity, "x", since or day)
 
 
 @pytest.mark.parametrize("p", [0.5, 0.8, 0.95])
@@ -80,18 +80,21 @@ def test_a_tiny_null_stream_runs_through_the_real_rules():
     assert tally.alerts == sum(a.new and a.severity == ALERT for a in fired)
 
 
-def test_a_collapse_alerts_and_the_next_day_is_ongoing(monkeypatch):
-    """Hit rates halved on day 10: the rules fire, and on day 11 the same condition is `ongoing`, which
-    needs the alerts of earlier days handed back as alerts.csv would hold them."""
+def test_a_collapse_warns_on_its_day_then_alerts_once_confirmed(monkeypatch):
+    """Hit rates cut to a third on day 10: the drop rule warns that day and alerts on day 11 (confirm_days 2),
+    which needs the alerts of earlier days handed back as alerts.csv would hold them; on day 12 the alert is
+    ongoing."""
     monkeypatch.setattr(_streams, "DECLINE_START", 10)
     monkeypatch.setattr(_streams, "DECLINE_FACTOR", 0.3)
-    spec = StreamSpec(50, 0.9, days=11, decline=True)
+    spec = StreamSpec(50, 0.9, days=12, decline=True)
     days = run_dates(spec.days)
     fired = replay_alerts(simulated_history(spec), days, AlertsConfig(), KS)
-    day10, day11 = days[9].isoformat(), days[10].isoformat()
-    collapsed = {a.key for a in fired if a.run_date == day10 and a.new and is_retrieval(a)}
-    assert collapsed
-    assert any(a.key in collapsed and not a.new for a in fired if a.run_date == day11)
+    day10, day11, day12 = (d.isoformat() for d in days[9:12])
+    warned = {a.key for a in fired if a.run_date == day10 and a.new and a.rule == "drop" and a.severity == WARNING}
+    assert warned
+    paged = {a.key for a in fired if a.run_date == day11 and a.new and a.severity == ALERT}
+    assert warned & paged
+    assert any(a.key in paged and not a.new for a in fired if a.run_date == day12)
 
 
 def test_replay_stops_on_the_first_day_the_predicate_holds(monkeypatch):
@@ -105,7 +108,7 @@ def test_replay_stops_on_the_first_day_the_predicate_holds(monkeypatch):
 
 
 def test_tally_counts_new_alerts_per_90_days():
-    fired = [alert("2025-01-01"), alert("2025-01-02", message="ongoing since 2025-01-01: x"),
+    fired = [alert("2025-01-01"), alert("2025-01-02", since="2025-01-01"),
              alert("2025-01-03", severity=WARNING), alert("2025-01-04")]
     tally = Tally.of(fired, days=180)
     assert (tally.alerts, tally.warnings, tally.rules, tally.days_alerting) == (2, 1, {"drop": 2}, 3)
@@ -113,7 +116,7 @@ def test_tally_counts_new_alerts_per_90_days():
 
 
 def test_first_detection_skips_ongoing_and_earlier_days():
-    fired = [alert("2025-01-01"), alert("2025-01-03", message="ongoing since 2025-01-01: x"),
+    fired = [alert("2025-01-01"), alert("2025-01-03", since="2025-01-01"),
              alert("2025-01-05", severity=WARNING), alert("2025-01-04", pipeline="")]
     first = first_detection(fired, is_retrieval, date(2025, 1, 2))
     assert first is not None and first.run_date == "2025-01-05"
