@@ -109,8 +109,8 @@ def test_simulations_leave_the_source_untouched_and_move_the_metrics(demo_store,
     assert (moved["change"] < 0).any()  # near-duplicates push gold documents down
     assert (table[table["run_date"].dt.date < day]["change"] == 0).all()  # the past is the original's
     assert store.read_runs(dup.sandbox)["events"].fillna("").str.contains("injected 40 near-duplicates").any()
-    drift = store.read(dup.sandbox, store.DRIFT)
-    assert set(drift["reference_date"]) == {str(demo_date(FIRST_RUN_DAY))}  # the source's reference is kept
+    # the source's reference setting is kept (rolling here: no pinned reference in either)
+    assert (dup.sandbox / store.REFERENCE_FILE).exists() == (data_dir / store.REFERENCE_FILE).exists()
 
     gone = simulate(config, Scenario("delete", day, share=0.5, seed=1), data_dir, tmp_path / "del")
     assert tree_hash(data_dir) == before
@@ -135,7 +135,7 @@ def test_simulate_builds_the_sandbox_aside_and_renames_it_when_complete(demo_sto
     """While the scenario runs, --out is untouched (absent, or the earlier sandbox): a kill leaves no half-made
     --out, and the hidden sibling it would leave is replaced by the next simulation."""
     data_dir, _ = demo_store
-    config = Config(data_dir=data_dir, gold=GOLD_FILE, retrieval=RetrievalConfig(k=(1, 5, 10), candidate_depth=20))
+    config = source_config(data_dir, None)
     last = demo_date(FIRST_RUN_DAY + 2)
     out, partial = tmp_path / "sandbox", tmp_path / ".sandbox.partial"
     partial.mkdir()

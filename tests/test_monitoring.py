@@ -61,8 +61,8 @@ def test_every_run_writes_drift_and_alerts_per_the_contract(e2e_config, embedder
     # top-1 cosine as context, only where it can fall (not dense: new documents can only raise its top-1)
     assert last.loc["top1_cosine_hybrid", "verdict"] == CONTEXT
     assert "top1_cosine_dense" not in last.index and "top1_cosine_bm25" not in last.index
-    # The current window grew back to the first run looking for enough new chunks; the reference lies before it.
-    assert set(last["current_start"]) == {"2026-11-02"} and set(last["reference_date"]) == {"2026-11-01"}
+    # The current window grew back max_window_days (7) looking for enough new chunks; the reference lies before it.
+    assert set(last["current_start"]) == {"2026-10-29"} and set(last["reference_date"]) == {"2026-10-28"}
 
 
 def test_windows_hold_what_entered_in_them(e2e_config, embedder):
@@ -85,7 +85,7 @@ def test_an_alert_reaches_the_webhook_and_sets_the_exit_code(tmp_path, e2e_confi
     assert result.notified is True
     # the floor for each pipeline, and the two answers missing from the corpus
     assert sorted(a.rule for a in result.alerts) == ["floor"] * 3 + ["gold_missing"]
-    assert len(bodies) == 1 and "recall@5 of bm25 is 0.500, below its configured floor 0.990" in bodies[0]["text"]
+    assert len(bodies) == 1 and "recall@5 of bm25 is 0.500, below its configured limit 0.990" in bodies[0]["text"]
     assert "2 relevant documents of the gold set are missing" in bodies[0]["text"]
     rows = store.read(config.data_dir, store.ALERTS)
     assert len(rows) == 4 and set(rows["severity"]) == {"alert"}
