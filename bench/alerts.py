@@ -53,10 +53,12 @@ DECLINE_HORIZON = 60  # days after the 10% crossing a declining stream runs befo
 TRADEOFF_QUESTIONS, TRADEOFF_P = 50, 0.8
 TRADEOFF_GRID: tuple[dict, ...] = (
     {},
-    {"sigma": 4.0},
-    {"window": 14},
-    {"criticality": "exploratory"},
-    {"criticality": "exploratory", "sigma": 4.0, "window": 14},
+    {"alpha": 0.05},
+    {"confirm_days": 1},
+    {"confirm_days": 3},
+    {"ewma_smoothing": 0.5},
+    {"reference_runs": 20},
+    {"criticality": "critical"},
 )
 QUICK_GRID = TRADEOFF_GRID[:2]
 

@@ -452,8 +452,9 @@ def _dates(path: Path) -> set[str]:
 
 
 def drop_incomplete_dates(data_dir: Path) -> dict[str, list[str]]:
-    """Drop the rows of dates that have no runs.csv row (a run killed before its last write: a runs.csv row
-    means the date is complete); returns the dates dropped per file, each logged as a warning."""
+    """Drop the rows of the date that has no runs.csv row (a run killed before its last write: a runs.csv row
+    means the date is complete); returns the dates dropped per file, each logged as a warning. Several such
+    dates mean runs.csv itself lost rows: StoreSchemaError, nothing deleted."""
     data_dir = Path(data_dir)
     complete = _dates(data_dir / RUNS)
     dropped: dict[str, list[str]] = {}
@@ -462,6 +463,10 @@ def drop_incomplete_dates(data_dir: Path) -> dict[str, list[str]]:
         orphans = sorted(_dates(path) - complete)
         if not orphans:
             continue
+        if len(orphans) > 1:  # a killed run leaves one date; more means runs.csv lost rows: never delete history
+            raise StoreSchemaError(
+                f"{path}: {len(orphans)} dates ({orphans[0]} .. {orphans[-1]}) have rows but no {RUNS} row; a "
+                f"killed run leaves at most one, so {data_dir / RUNS} has lost rows: restore it, then run again")
         raw = _read_raw(path)
         _rewrite(path, raw[~raw[RUN_DATE].isin(orphans)])
         log.warning("%s: dropped the rows of %s: no %s row (the run was interrupted); re-run those dates",

@@ -265,3 +265,13 @@ def test_recover_removes_stale_temporaries_and_incomplete_dates(tmp_path, caplog
     assert not stale.exists() and live.exists()
     assert store.read_metrics(tmp_path)["run_date"].dt.strftime("%Y-%m-%d").tolist() == ["2026-11-02"] * 2
     assert "dropped the rows of 2026-11-03" in caplog.text and "metrics.csv" in caplog.text
+
+
+def test_a_runs_csv_that_lost_rows_is_refused_not_followed(tmp_path):
+    """Regression: with runs.csv emptied by hand, recover would have dropped every other file's history."""
+    for day in ("2026-11-02", "2026-11-03"):
+        store.replace_date(tmp_path, store.METRICS, day, metric_rows(day, 0.5))
+    before = (tmp_path / store.METRICS).read_bytes()
+    with pytest.raises(store.StoreSchemaError, match="2 dates .* have rows but no runs.csv row"):
+        store.recover(tmp_path)
+    assert (tmp_path / store.METRICS).read_bytes() == before
