@@ -38,6 +38,8 @@ _SEVERITY_RANK = {WARNING: 0, ALERT: 1}
 CORPUS_WIDE = ""  # the `pipeline` of alerts that concern the corpus or the run, not one pipeline
 CORPUS_METRIC = "corpus"  # the `metric` of the drift alert (its statistics are named in the message)
 MAX_QUESTION_IDS = 5  # question ids named in a gold_missing message
+NEAR_ALPHA = 10  # normal p-values under this many alphas are drawn exactly before Holm
+SEED = 0  # the Monte Carlo null's seed, so a re-run of a date gives the same alerts
 
 # drift.csv verdicts (written by job.drift_rows; drift.py defines how each is reached).
 DRIFTED = "drifted"
@@ -143,6 +145,15 @@ def _drop_candidates(matrix: series.Matrix, key: series.SeriesKey, today: pd.Tim
     return today_test, block if large else None
 
 
+def _p(test: series.Contrast, key: series.SeriesKey, config: AlertsConfig) -> float:
+    """The test's p-value: the normal tail, drawn exactly (Monte Carlo, seeded) where the decision could turn
+    on it: a practically large change whose normal p is near alpha or below. The normal tail is too small
+    in the far tails at tens of questions; the draws are not."""
+    if test.relative_harm > series.drop_threshold(config, key.name) and test.p_value < NEAR_ALPHA * config.alpha:
+        return test.permutation_p(config.permutations, SEED)
+    return test.p_value
+
+
 def _retrieval_tests(per_question: pd.DataFrame, pipelines: Sequence[str], today: pd.Timestamp,
                      config: AlertsConfig, ks: Sequence[int]) -> list[_Tested]:
     """The drop and slow-drift tests of every watched series, with Holm-adjusted p-values per rule."""
@@ -161,10 +172,10 @@ def _retrieval_tests(per_question: pd.DataFrame, pipelines: Sequence[str], today
     adjusted = []
     for family in (drops, slows):
         # The confirmation block is tested in its own family, at the same alpha.
-        p = series.holm([t.test.p_value for t in family])
+        p = series.holm([_p(t.test, t.key, config) for t in family])
         adjusted += [dataclasses.replace(t, p_value=q) for t, q in zip(family, p)]
     confirmable = [t for t in adjusted if t.rule == DROP and t.confirm is not None]
-    for t, q in zip(confirmable, series.holm([t.confirm.p_value for t in confirmable])):
+    for t, q in zip(confirmable, series.holm([_p(t.confirm, t.key, config) for t in confirmable])):
         adjusted[adjusted.index(t)] = dataclasses.replace(t, confirm=t.confirm if q < config.alpha else None)
     return adjusted
 

@@ -156,6 +156,7 @@ class AlertsConfig:
     drop: dict[str, float] = field(default_factory=dict)  # per-metric relative change, e.g. {"recall@5" = 0.05}
     floors: dict[str, float] = field(default_factory=dict)  # absolute limit, e.g. {"recall@5" = 0.6}
     alpha: float = 0.01  # family-wise error per rule and run, Holm over the watched series
+    permutations: int = 5000  # Monte Carlo draws of the paired test's null where its decision turns on it
     confirm_days: int = 2  # a drop pages (alert) once it holds this many runs; before that it is a warning
     reference_runs: int = 10  # the slow-drift rule's reference period: the first N runs (from reference_start)
     reference_start: str | None = None  # YYYY-MM-DD: pin the reference period's first run date
@@ -355,6 +356,8 @@ def _check(cfg: Config, src: str) -> None:
         raise bad("alerts.drop", "relative drops are fractions between 0 and 1, e.g. 0.1 for 10%")
     if not 0 < a.alpha < 1:
         raise bad("alerts.alpha", "must be within (0, 1), e.g. 0.01")
+    if not 999 <= a.permutations <= 1_000_000:
+        raise bad("alerts.permutations", "must be between 999 and 1,000,000 draws")
     if a.confirm_days < 1 or a.reference_runs < 2:
         raise bad("alerts.confirm_days", "confirm_days must be >= 1 and reference_runs >= 2")
     if not 0 < a.ewma_smoothing <= 1:
