@@ -8,6 +8,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import random
 import re
 import shutil
@@ -103,25 +104,32 @@ def per_90_days(count: int, days: int) -> float:
 
 @dataclass(frozen=True)
 class Tally:
-    """New alerts (severity alert) and new warnings of one stream, per 90 days, with the rules that fired,
-    and the days on which an alert was open (new or ongoing: what `run --fail-on-alert` exits 1 on)."""
+    """New alerts (severity alert) and new warnings of one stream, per 90 days, with the rules that fired;
+    the pages (runs that notify at least one new alert: one webhook message each, the false alarm a team
+    feels) and the days on which an alert was open (new or ongoing: what `run --fail-on-alert` exits 1 on)."""
 
     days: int
     alerts: int
     warnings: int
     rules: dict[str, int]
     days_alerting: int
+    pages: int = 0
 
     @classmethod
     def of(cls, fired: Sequence[Alert], days: int) -> Tally:
         new = [a for a in fired if a.new]
         return cls(days, sum(a.severity == ALERT for a in new), sum(a.severity == WARNING for a in new),
                    dict(Counter(a.rule for a in new if a.severity == ALERT)),
-                   len({a.run_date for a in fired if a.severity == ALERT}))
+                   len({a.run_date for a in fired if a.severity == ALERT}),
+                   len({a.run_date for a in new if a.severity == ALERT}))
 
     @property
     def alerts_per_90(self) -> float:
         return per_90_days(self.alerts, self.days)
+
+    @property
+    def pages_per_90(self) -> float:
+        return per_90_days(self.pages, self.days)
 
     @property
     def warnings_per_90(self) -> float:
@@ -208,7 +216,7 @@ def simulated_part(settings: Settings, progress: Callable[[str], None]) -> dict:
             tally = null_tally(spec, AlertsConfig(), settings.window)
             null.append({"stream": spec.label, "n_questions": n, "p": p, **_tally_json(tally)})
             declines.append(decline_delay(n, p, AlertsConfig(), settings.window))
-            progress(f"A/C simulated {spec.label}: {tally.alerts_per_90:.2f} false alarms / 90 days, "
+            progress(f"A/C simulated {spec.label}: {tally.pages_per_90:.2f} pages ({tally.alerts_per_90:.2f} alerts) / 90 days, "
                      f"decline delay {declines[-1].shown}")
     tradeoff = []
     for changes in settings.grid:
@@ -219,12 +227,12 @@ def simulated_part(settings: Settings, progress: Callable[[str], None]) -> dict:
         delay = decline_delay(TRADEOFF_QUESTIONS, TRADEOFF_P, config, settings.window)
         tradeoff.append({"settings": describe(knobs), **_tally_json(tally), "decline_delay": delay.delay,
                          "decline_rules": list(delay.rules)})
-        progress(f"D {describe(knobs)}: {tally.alerts_per_90:.2f} / 90 days, delay {delay.shown}")
+        progress(f"D {describe(knobs)}: {tally.pages_per_90:.2f} pages / 90 days, delay {delay.shown}")
     return {"null": null, "decline": [dataclasses.asdict(d) for d in declines], "tradeoff": tradeoff}
 
 
 def _tally_json(tally: Tally) -> dict:
-    return {"days": tally.days, "alerts_per_90": round(tally.alerts_per_90, 3),
+    return {"days": tally.days, "pages_per_90": round(tally.pages_per_90, 3), "alerts_per_90": round(tally.alerts_per_90, 3),
             "warnings_per_90": round(tally.warnings_per_90, 3), "rules": tally.rules,
             "days_alerting": tally.days_alerting}
 
@@ -412,16 +420,18 @@ def _delay(delay: int | None) -> str:
 
 def _null_table(rows: list[dict]) -> list[str]:
     lines = [f"A. Null streams, simulated (3 pipelines, k {list(KS)}, default AlertsConfig); target {TARGETS['null']}",
-             f"{'stream':<16}{'days':>6}{'alerts/90d':>12}{'warnings/90d':>14}{'days alerting':>15}  "
+             f"{'stream':<16}{'days':>6}{'pages/90d':>11}{'alerts/90d':>12}{'warnings/90d':>14}{'days alerting':>15}  "
              f"new alerts per rule"]
-    return lines + [f"{r['stream']:<16}{r['days']:>6}{r['alerts_per_90']:>12.2f}{r['warnings_per_90']:>14.2f}"
+    return lines + [f"{r['stream']:<16}{r['days']:>6}{r.get('pages_per_90', math.nan):>11.2f}{r['alerts_per_90']:>12.2f}"
+                    f"{r['warnings_per_90']:>14.2f}"
                     f"{r.get('days_alerting', '?'):>15}  {_rules(r['rules'])}" for r in rows] + [""]
 
 
 def _news_table(rows: dict) -> list[str]:
     lines = [f"B. Null stream, real news ({NEWS_START} .. {NEWS_END}, 60 runs, 50 questions); target {TARGETS['null']}",
-             f"{'rules':<30}{'alerts/90d':>12}{'warnings/90d':>14}{'days alerting':>15}  new alerts per rule"]
-    return lines + [f"{name:<30}{r['alerts_per_90']:>12.2f}{r['warnings_per_90']:>14.2f}"
+             f"{'rules':<30}{'pages/90d':>11}{'alerts/90d':>12}{'warnings/90d':>14}{'days alerting':>15}  "
+             "new alerts per rule"]
+    return lines + [f"{name:<30}{r.get('pages_per_90', math.nan):>11.2f}{r['alerts_per_90']:>12.2f}{r['warnings_per_90']:>14.2f}"
                     f"{r.get('days_alerting', '?'):>15}  {_rules(r['rules'])}" for name, r in rows.items()] + [""]
 
 
@@ -435,8 +445,9 @@ def _events_table(rows: list[dict]) -> list[str]:
 
 def _tradeoff_table(rows: list[dict]) -> list[str]:
     lines = [f"D. Trade-off of the retrieval rules at {TRADEOFF_QUESTIONS} questions, p={TRADEOFF_P}",
-             f"{'settings':<56}{'alerts/90d':>12}{'decline delay':>15}"]
-    return lines + [f"{r['settings']:<56}{r['alerts_per_90']:>12.2f}{_delay(r['decline_delay']):>15}"
+             f"{'settings':<56}{'pages/90d':>11}{'alerts/90d':>12}{'decline delay':>15}"]
+    return lines + [f"{r['settings']:<56}{r.get('pages_per_90', math.nan):>11.2f}{r['alerts_per_90']:>12.2f}"
+                    f"{_delay(r['decline_delay']):>15}"
                     for r in rows] + [""]
 
 

@@ -39,6 +39,7 @@ CORPUS_WIDE = ""  # the `pipeline` of alerts that concern the corpus or the run,
 CORPUS_METRIC = "corpus"  # the `metric` of the drift alert (its statistics are named in the message)
 MAX_QUESTION_IDS = 5  # question ids named in a gold_missing message
 NEAR_ALPHA = 10  # normal p-values under this many alphas are drawn exactly before Holm
+REARM_RUNS = 3  # a condition quiet for this many runs is new when it fires again
 SEED = 0  # the Monte Carlo null's seed, so a re-run of a date gives the same alerts
 
 # drift.csv verdicts (written by job.drift_rows; drift.py defines how each is reached).
@@ -345,21 +346,26 @@ def mark_ongoing(alerts: Sequence[Alert], today: pd.Timestamp, runs: pd.DataFram
                  previous: pd.DataFrame) -> list[Alert]:
     """Set each alert's `since`: the first run date of its streak.
 
-    The streak goes back over consecutive earlier run dates (runs.csv) on which the same (rule, pipeline,
-    metric) fired at a severity at least today's; an escalation (a warning yesterday, an alert today)
-    starts a new streak, so it is notified."""
+    The streak goes back over earlier run dates (runs.csv) on which the same (rule, pipeline, metric) fired
+    at a severity at least today's, bridging gaps of fewer than REARM_RUNS runs: a condition flickering
+    around its threshold pages once, not every time it comes back. An escalation (a warning before, an
+    alert today) starts a new streak, so it is notified."""
     earlier = sorted({d for d in _days(runs) if d < today}, reverse=True)
     fired = {(d, rule, pipeline, metric): severity for d, rule, pipeline, metric, severity in zip(
         _days(previous), previous["rule"], previous["pipeline"].fillna(CORPUS_WIDE), previous["metric"].fillna(""),
         previous["severity"])}  # only earlier run dates are looked up, so rows of today never count
     marked = []
     for alert in alerts:
-        since = today
+        since, gap = today, 0
         for d in earlier:
             severity = fired.get((d, *alert.key))
-            if severity is None or _SEVERITY_RANK[severity] < _SEVERITY_RANK[alert.severity]:
+            if severity is not None and _SEVERITY_RANK[severity] < _SEVERITY_RANK[alert.severity]:
                 break
-            since = d
+            gap = gap + 1 if severity is None else 0
+            if gap >= REARM_RUNS:
+                break
+            if severity is not None:
+                since = d
         marked.append(dataclasses.replace(alert, since=_iso(since)))
     return marked
 

@@ -378,9 +378,10 @@ def test_same_condition_on_consecutive_runs_carries_its_start(tmp_path):
     assert list(is_new(stored)) == [True, False, False]
 
 
-def test_a_condition_that_cleared_and_came_back_is_new(tmp_path):
-    days = daily_feeds([3, 3, 0, 3], tmp_path)
-    assert [[a.new for a in alerts] for alerts in days] == [[True], [False], [], [True]]
+def test_a_flicker_continues_its_streak_and_a_condition_back_after_three_quiet_runs_is_new(tmp_path):
+    days = daily_feeds([3, 0, 0, 3, 0, 0, 0, 3], tmp_path)
+    assert [[a.new for a in alerts] for alerts in days] == [[True], [], [], [False], [], [], [], [True]]
+    assert days[3][0].since == day(0).isoformat() and days[7][0].since == day(7).isoformat()
 
 
 def test_an_escalation_is_new_and_a_deescalation_ongoing(tmp_path):
