@@ -58,7 +58,8 @@ TRADEOFF_GRID: tuple[dict, ...] = (
     {"confirm_days": 1},
     {"confirm_days": 3},
     {"ewma_smoothing": 0.5},
-    {"reference_runs": 20},
+    {"reference_runs": 10},
+    {"reference_runs": 30},
     {"criticality": "critical"},
 )
 QUICK_GRID = TRADEOFF_GRID[:2]

@@ -39,7 +39,10 @@ CORPUS_WIDE = ""  # the `pipeline` of alerts that concern the corpus or the run,
 CORPUS_METRIC = "corpus"  # the `metric` of the drift alert (its statistics are named in the message)
 MAX_QUESTION_IDS = 5  # question ids named in a gold_missing message
 NEAR_ALPHA = 10  # normal p-values under this many alphas are drawn exactly before Holm
-REARM_RUNS = 3  # a condition quiet for this many runs is new when it fires again
+# A condition quiet for this many runs is new when it fires again. Slow drift measures the distance to a fixed
+# reference: once it has paged, it stays one condition until the reference moves or it is quiet for a month.
+REARM_RUNS = {SLOW_DRIFT: 30}
+DEFAULT_REARM_RUNS = 3
 SEED = 0  # the Monte Carlo null's seed, so a re-run of a date gives the same alerts
 
 # drift.csv verdicts (written by job.drift_rows; drift.py defines how each is reached).
@@ -347,8 +350,8 @@ def mark_ongoing(alerts: Sequence[Alert], today: pd.Timestamp, runs: pd.DataFram
     """Set each alert's `since`: the first run date of its streak.
 
     The streak goes back over earlier run dates (runs.csv) on which the same (rule, pipeline, metric) fired
-    at a severity at least today's, bridging gaps of fewer than REARM_RUNS runs: a condition flickering
-    around its threshold pages once, not every time it comes back. An escalation (a warning before, an
+    at a severity at least today's, bridging gaps of fewer than REARM_RUNS runs (3; 30 for slow drift): a
+    condition flickering around its threshold pages once, not every time it comes back. An escalation (a warning before, an
     alert today) starts a new streak, so it is notified."""
     earlier = sorted({d for d in _days(runs) if d < today}, reverse=True)
     fired = {(d, rule, pipeline, metric): severity for d, rule, pipeline, metric, severity in zip(
@@ -362,7 +365,7 @@ def mark_ongoing(alerts: Sequence[Alert], today: pd.Timestamp, runs: pd.DataFram
             if severity is not None and _SEVERITY_RANK[severity] < _SEVERITY_RANK[alert.severity]:
                 break
             gap = gap + 1 if severity is None else 0
-            if gap >= REARM_RUNS:
+            if gap >= REARM_RUNS.get(alert.rule, DEFAULT_REARM_RUNS):
                 break
             if severity is not None:
                 since = d

@@ -158,7 +158,7 @@ class AlertsConfig:
     alpha: float = 0.01  # family-wise error per rule and run, Holm over the watched series
     permutations: int = 5000  # Monte Carlo draws of the paired test's null where its decision turns on it
     confirm_days: int = 2  # a drop pages (alert) once it holds this many runs; before that it is a warning
-    reference_runs: int = 10  # the slow-drift rule's reference period: the first N runs (from reference_start)
+    reference_runs: int = 20  # the slow-drift rule's reference period: the first N runs (from reference_start)
     reference_start: str | None = None  # YYYY-MM-DD: pin the reference period's first run date
     ewma_smoothing: float = 0.25  # weight of the newest run in the slow-drift rule's moving mean
     webhook_url: str | None = None  # Slack-compatible incoming webhook

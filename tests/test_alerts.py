@@ -241,16 +241,16 @@ def test_a_slow_decline_is_caught_soon_after_it_crosses_the_threshold():
     assert crossing <= first + 2 and first - crossing <= 7
     (alert,) = fired(evaluate(values[:, :first + 1]), SLOW_DRIFT)
     assert alert.severity == ALERT and "reference" in alert.message and alert.baseline == pytest.approx(
-        values[:, :10].mean())
+        values[:, :20].mean())
 
 
 def test_slow_drift_waits_for_its_reference_and_can_be_pinned():
-    values = bernoulli(np.full(50, 0.8), 12, 4)
+    values = bernoulli(np.full(50, 0.8), 22, 4)
     matrix = series.question_matrix(frame(store.PER_QUESTION, outcomes(values)[0]),
                                     series.SeriesKey("hybrid", REGISTRY["hit"], 5))
     d = list(matrix.days)
-    assert series.slow_contrast(matrix, d[9], HIT, True) is None  # the 10th run completes the reference
-    assert series.slow_contrast(matrix, d[10], HIT, True).baseline_days == tuple(d[:10])
+    assert series.slow_contrast(matrix, d[19], HIT, True) is None  # the 20th run completes the reference
+    assert series.slow_contrast(matrix, d[20], HIT, True).baseline_days == tuple(d[:20])
     pinned = dataclasses.replace(HIT, reference_runs=3)
     assert series.slow_contrast(matrix, d[11], pinned, True, start=pd.Timestamp(d[5])).baseline_days == tuple(d[5:8])
 

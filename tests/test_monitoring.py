@@ -131,7 +131,9 @@ def test_fail_on_alert_and_rebaseline_from_the_command_line(tmp_path, e2e_config
 def test_demo_drift_event_alerts_and_the_stable_period_does_not(tmp_path):
     """A shortened demo history: 12 stable runs, then the drift packs flow in."""
     drift_day = demo_date(FIRST_RUN_DAY + 12)
-    config = Config(data_dir=Path(), gold=Path(), retrieval=RetrievalConfig(k=(1, 5, 10), candidate_depth=20))
+    # A short history: the slow-drift reference is the first 10 of its 12 stable runs (the default is 20).
+    config = Config(data_dir=Path(), gold=Path(), retrieval=RetrievalConfig(k=(1, 5, 10), candidate_depth=20),
+                    alerts=AlertsConfig(reference_runs=10))
     results = build_demo(config, tmp_path / "demo", days=12 + DRIFT_SPREAD + 1, drift_day=drift_day)
     stable = [a for r in results if r.run_date < drift_day for a in r.alerts]
     assert stable == []
