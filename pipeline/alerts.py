@@ -101,7 +101,7 @@ def is_new(alerts: pd.DataFrame) -> pd.Series:
 
 
 def _days(frame: pd.DataFrame) -> pd.Series:
-    return pd.to_datetime(frame[store.RUN_DATE])
+    return store.as_days(frame[store.RUN_DATE])
 
 
 def _iso(day: pd.Timestamp | date) -> str:
@@ -154,7 +154,7 @@ def _p(test: series.Contrast, key: series.SeriesKey, config: AlertsConfig) -> fl
     on it: a practically large change whose normal p is near alpha or below. The normal tail is too small
     in the far tails at tens of questions; the draws are not."""
     if test.relative_harm > series.drop_threshold(config, key.name) and test.p_value < NEAR_ALPHA * config.alpha:
-        return test.permutation_p(config.permutations, SEED)
+        return test.permutation_p(config.permutations, SEED, stop_above=config.alpha)
     return test.p_value
 
 
@@ -163,8 +163,7 @@ def _retrieval_tests(per_question: pd.DataFrame, pipelines: Sequence[str], today
     """The drop and slow-drift tests of every watched series, with Holm-adjusted p-values per rule."""
     start = pd.Timestamp(config.reference_start) if config.reference_start else None
     drops, slows = [], []
-    for key in series.keys(config, ks, pipelines):
-        matrix = series.question_matrix(per_question, key)
+    for key, matrix in series.question_matrices(per_question, series.keys(config, ks, pipelines)).items():
         if matrix.empty or today not in matrix.days:
             continue
         today_test, confirm = _drop_candidates(matrix, key, today, config)

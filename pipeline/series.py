@@ -89,20 +89,29 @@ class Contrast:
         """One-sided p of a change at least this harmful under the permutation null (normal tail)."""
         return float(stats.norm.sf(self.z))
 
-    def permutation_p(self, draws: int, seed: int) -> float:
+    def permutation_p(self, draws: int, seed: int, stop_above: float | None = None) -> float:
         """The same null drawn, not approximated: each question's runs shuffled `draws` times (seeded);
         (1 + draws at least as harmful) / (1 + draws). Exact where the normal tail is not: few questions,
-        values that are mostly 0 or 1, far tails."""
+        values that are mostly 0 or 1, far tails. With `stop_above`, the draws stop once the p of all
+        `draws` is sure to exceed it, and the p of the draws made so far is returned (also above it): a
+        decision at a level up to `stop_above` is the same, at a fraction of the draws."""
         rng = np.random.default_rng(seed)
         sign = -1.0 if self.higher_is_better else 1.0
-        observed = sign * float(self.block.mean(axis=0) @ self.weights)
-        extreme = 0
+        n_questions = self.block.shape[0]
+        # A question with the same value on every run adds exactly 0 to every shuffle (the weights sum to
+        # 0): only the others are shuffled.
+        live = self.block[np.ptp(self.block, axis=1) > 0]
+        observed = sign * float(live.sum(axis=0) @ self.weights) / n_questions
+        extreme = drawn = 0
         for start in range(0, draws, PERMUTATION_CHUNK):
             rows = min(PERMUTATION_CHUNK, draws - start)
-            shuffled = rng.permuted(np.broadcast_to(self.block, (rows, *self.block.shape)), axis=2)
-            harm = sign * (shuffled.mean(axis=1) @ self.weights)
+            shuffled = rng.permuted(np.broadcast_to(live, (rows, *live.shape)), axis=2)
+            harm = sign * (shuffled.sum(axis=1) @ self.weights) / n_questions
             extreme += int(np.count_nonzero(harm >= observed - 1e-12))
-        return (extreme + 1) / (draws + 1)
+            drawn += rows
+            if stop_above is not None and (extreme + 1) / (draws + 1) > stop_above:
+                break  # the full draw's p can only be larger: above `stop_above` whatever follows
+        return (extreme + 1) / (drawn + 1)
 
 
 def relative_change(today: float, baseline: float) -> float:
@@ -146,14 +155,20 @@ class Matrix:
         return cls(frame.to_numpy(dtype=float), tuple(pd.Timestamp(c) for c in frame.columns))
 
 
-def question_matrix(per_question: pd.DataFrame, key: SeriesKey) -> Matrix:
-    """Questions x run dates of one series' per-question values."""
-    rows = per_question[(per_question[store.PIPELINE] == key.pipeline) & (per_question[store.K] == key.k)]
+def question_matrix(per_question: pd.DataFrame, key: SeriesKey, rows: pd.DataFrame | None = None) -> Matrix:
+    """Questions x run dates of one series' per-question values (from `rows`, the series' rows of
+    per_question already selected, when given)."""
+    if rows is None:
+        rows = per_question[(per_question[store.PIPELINE] == key.pipeline) & (per_question[store.K] == key.k)]
     if rows.empty:
         return Matrix(np.empty((0, 0)), ())
-    frame = pd.DataFrame({"q": rows[store.QUESTION_ID].to_numpy(), "d": pd.to_datetime(rows[store.RUN_DATE]).to_numpy(),
-                          "v": rows[key.metric.column].to_numpy(dtype=float)})
-    return Matrix.of(frame.pivot_table(index="q", columns="d", values="v", aggfunc="last", dropna=False))
+    # A pivot by hand (pandas' pivot_table costs most of a run's alert evaluation): questions and dates
+    # sorted, the last row of a (question, date) winning, NaN where a question has no row.
+    questions, q = np.unique(rows[store.QUESTION_ID].to_numpy().astype(str), return_inverse=True)
+    dates, d = np.unique(store.as_days(rows[store.RUN_DATE]).to_numpy(), return_inverse=True)
+    values = np.full((len(questions), len(dates)), np.nan)
+    values[q, d] = rows[key.metric.column].to_numpy(dtype=float)
+    return Matrix(values, tuple(pd.Timestamp(x) for x in dates))
 
 
 def contrast(matrix: Matrix, tested: Sequence[pd.Timestamp], weights: Sequence[float],
@@ -203,6 +218,13 @@ def critical_z(alpha: float, n_tests: int) -> float:
 
 def run_days(matrix: Matrix) -> list[pd.Timestamp]:
     return list(matrix.days)
+
+
+def question_matrices(per_question: pd.DataFrame, keys: Sequence[SeriesKey]) -> dict[SeriesKey, Matrix]:
+    """question_matrix of every key, splitting per_question by pipeline and k once."""
+    groups = {name: rows for name, rows in per_question.groupby([store.PIPELINE, store.K], sort=False)}
+    empty = per_question.iloc[:0]
+    return {key: question_matrix(per_question, key, groups.get((key.pipeline, key.k), empty)) for key in keys}
 
 
 def drop_contrast(matrix: Matrix, today: pd.Timestamp, config: AlertsConfig, higher_is_better: bool,

@@ -391,6 +391,11 @@ def read(data_dir: Path, name: str) -> pd.DataFrame:
     return frame
 
 
+def as_days(column: pd.Series) -> pd.Series:
+    """A run_date column as datetimes (as `read` gives it; converted only when it is not already)."""
+    return column if pd.api.types.is_datetime64_any_dtype(column) else pd.to_datetime(column)
+
+
 def _dtype(column: str) -> str:
     if column == RUN_DATE:
         return "datetime64[ns]"

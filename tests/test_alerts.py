@@ -421,3 +421,23 @@ def test_the_monte_carlo_null_matches_full_enumeration():
         harms.append(-(shuffled[:, -1].mean() - shuffled[:, :-1].mean()))
     exact = np.mean(np.array(harms) >= observed - 1e-12)
     assert test.permutation_p(20_000, seed=0) == pytest.approx(exact, abs=0.01)
+
+
+def test_the_monte_carlo_null_stops_early_only_above_the_level():
+    """With stop_above, the draws stop once the full draw's p is sure to exceed the level: the decision at
+    that level is the full draw's, for a clear null (stopped, p above the level) and a clear shift alike."""
+    rng = np.random.default_rng(3)
+    values = rng.binomial(1, 0.6, size=(50, 12)).astype(float)
+    shifted = values.copy()
+    shifted[:, -1] = rng.binomial(1, 0.2, size=50)
+    for block, drop in ((values, False), (shifted, True)):
+        matrix = series.Matrix.of(pd.DataFrame(block, columns=pd.date_range("2026-01-01", periods=12)))
+        d = list(matrix.days)
+        test = series.contrast(matrix, d[-1:], [1.0], d[:-1], True)
+        full = test.permutation_p(5000, seed=0)
+        early = test.permutation_p(5000, seed=0, stop_above=0.01)
+        assert (full < 0.01) == (early < 0.01) == drop
+        if not drop:
+            assert early > 0.01
+        else:
+            assert early == full
