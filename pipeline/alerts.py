@@ -45,6 +45,8 @@ REARM_RUNS = {SLOW_DRIFT: 30}
 DEFAULT_REARM_RUNS = 3
 SEED = 0  # the Monte Carlo null's seed, so a re-run of a date gives the same alerts
 
+INCIDENT_PER_PIPELINE = frozenset({DROP, SLOW_DRIFT})
+
 # drift.csv verdicts (written by job.drift_rows; drift.py defines how each is reached).
 DRIFTED = "drifted"
 
@@ -73,8 +75,16 @@ class Alert:
 
     @property
     def key(self) -> tuple[str, str, str]:
-        """What identifies the same condition from one run to the next."""
+        """What identifies the same alerts.csv row from one run to the next."""
         return self.rule, self.pipeline, self.metric
+
+    @property
+    def condition(self) -> tuple[str, ...]:
+        """What identifies the same condition (one incident, paged once) from one run to the next: a
+        pipeline's drop or slow drift, whichever of its watched series shows it on a given day (hit@5 and
+        recall@5 coincide with one relevant document per question; mrr and ndcg move together); any other
+        rule per metric."""
+        return (self.rule, self.pipeline) if self.rule in INCIDENT_PER_PIPELINE else self.key
 
     def row(self) -> dict:
         return {column: getattr(self, column) for column in store.ALERTS_COLUMNS}
@@ -348,19 +358,25 @@ def mark_ongoing(alerts: Sequence[Alert], today: pd.Timestamp, runs: pd.DataFram
                  previous: pd.DataFrame) -> list[Alert]:
     """Set each alert's `since`: the first run date of its streak.
 
-    The streak goes back over earlier run dates (runs.csv) on which the same (rule, pipeline, metric) fired
-    at a severity at least today's, bridging gaps of fewer than REARM_RUNS runs (3; 30 for slow drift): a
-    condition flickering around its threshold pages once, not every time it comes back. An escalation (a warning before, an
-    alert today) starts a new streak, so it is notified."""
+    The streak goes back over earlier run dates (runs.csv) on which the same condition (`Alert.condition`:
+    a pipeline's drop or slow drift in any of its series, else the same rule, pipeline and metric) fired at a
+    severity at least today's, bridging gaps of fewer than REARM_RUNS runs (3; 30 for slow drift): a
+    condition flickering around its threshold pages once, not every time it comes back. An escalation (a
+    warning before, an alert today) starts a new streak, so it is notified."""
     earlier = sorted({d for d in _days(runs) if d < today}, reverse=True)
-    fired = {(d, rule, pipeline, metric): severity for d, rule, pipeline, metric, severity in zip(
-        _days(previous), previous["rule"], previous["pipeline"].fillna(CORPUS_WIDE), previous["metric"].fillna(""),
-        previous["severity"])}  # only earlier run dates are looked up, so rows of today never count
+    fired: dict[tuple, str] = {}  # only earlier run dates are looked up, so rows of today never count
+    for d, rule, pipeline, metric, severity in zip(
+            _days(previous), previous["rule"], previous["pipeline"].fillna(CORPUS_WIDE),
+            previous["metric"].fillna(""), previous["severity"]):
+        row = Alert("", rule, pipeline, metric, math.nan, math.nan, math.nan, math.nan, severity, "")
+        where = (d, *row.condition)
+        if _SEVERITY_RANK[severity] >= _SEVERITY_RANK[fired.get(where, WARNING)]:
+            fired[where] = severity
     marked = []
     for alert in alerts:
         since, gap = today, 0
         for d in earlier:
-            severity = fired.get((d, *alert.key))
+            severity = fired.get((d, *alert.condition))
             if severity is not None and _SEVERITY_RANK[severity] < _SEVERITY_RANK[alert.severity]:
                 break
             gap = gap + 1 if severity is None else 0

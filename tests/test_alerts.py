@@ -16,7 +16,7 @@ from scipy import stats
 from pipeline import series, store
 from pipeline.alerts import (
     ALERT, CONFIG_CHANGE, DELETED, DRIFT, DROP, FEEDS_FAILED, FLOOR, GOLD_MISSING, SLOW_DRIFT, WARNING, Alert,
-    alerts_frame, evaluate_alerts, has_alerts, is_new,
+    alerts_frame, evaluate_alerts, has_alerts, is_new, mark_ongoing,
 )
 from pipeline.config import AlertsConfig, DriftConfig
 from pipeline.metrics import REGISTRY
@@ -441,3 +441,19 @@ def test_the_monte_carlo_null_stops_early_only_above_the_level():
             assert early > 0.01
         else:
             assert early == full
+
+
+def test_a_pipelines_drop_is_one_incident_whichever_series_shows_it():
+    """mrr@5 of bm25 alerted yesterday: ndcg@5 of bm25 today continues that incident (not paged again);
+    ndcg@5 of dense is a new one; a floor (per series) keeps its own key."""
+    runs = frame(store.RUNS, run_rows(2))
+    yesterday = Alert(day(0).isoformat(), DROP, "bm25", "mrr@5", 0.5, 0.7, -28.0, 10.0, ALERT, "x",
+                      since=day(0).isoformat())
+    previous = alerts_frame([yesterday]).astype({store.RUN_DATE: "datetime64[ns]"})
+    today = [dataclasses.replace(yesterday, run_date=day(1).isoformat(), metric="ndcg@5", since=""),
+             dataclasses.replace(yesterday, run_date=day(1).isoformat(), pipeline="dense", metric="ndcg@5", since=""),
+             dataclasses.replace(yesterday, run_date=day(1).isoformat(), rule=FLOOR, metric="ndcg@5", since="")]
+    marked = mark_ongoing(today, pd.Timestamp(day(1)), runs, previous)
+    assert [(a.pipeline, a.rule, a.since, a.new) for a in marked] == [
+        ("bm25", DROP, day(0).isoformat(), False), ("dense", DROP, day(1).isoformat(), True),
+        ("bm25", FLOOR, day(1).isoformat(), True)]
