@@ -131,3 +131,11 @@ def test_near_copy_changes_a_few_words():
 def test_bench_without_the_news_stream_exits_2(tmp_path, capsys):
     assert main(["--news", str(tmp_path / "absent"), "--out", str(tmp_path / "out.json")]) == 2
     assert f"{tmp_path / 'absent'}: the real news stream is not there" in capsys.readouterr().err
+
+
+def test_tallies_of_several_data_directories_pool_their_days_and_counts():
+    a = Tally(days=90, alerts=2, warnings=1, rules={"drop": 1, "slow_drift": 1}, days_alerting=5, pages=2)
+    b = Tally(days=270, alerts=1, warnings=0, rules={"drop": 1}, days_alerting=1, pages=1)
+    pooled = Tally.pooled([a, b])
+    assert (pooled.days, pooled.alerts, pooled.pages, pooled.rules) == (360, 3, 3, {"drop": 2, "slow_drift": 1})
+    assert pooled.pages_per_90 == 0.75 and a.pages_per_90 == 2.0
