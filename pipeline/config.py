@@ -476,8 +476,8 @@ def _check_targets(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
         key = f"targets[{i}]"
         if not t.name.strip():
             raise bad(f"{key}.name", "must not be empty")
-        if names.count(t.name) > 1:
-            raise bad(f"{key}.name", f"duplicate target name {t.name!r}")
+        if t.name in names[:i]:
+            raise bad(f"{key}.name", f"duplicate target name {t.name!r} (first in targets[{names.index(t.name)}])")
         if t.kind == "builtin" and (t.pipeline or t.name) not in PIPELINES:
             raise bad(f"{key}.pipeline", f"unknown builtin pipeline {t.pipeline or t.name!r} "
                                          f"(valid: {', '.join(PIPELINES)})")

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -176,17 +177,24 @@ class HttpTarget(Target):
         raise AssertionError("unreachable")
 
     def rankings(self, gold: Sequence[GoldQuestion], depth: int, run_date: date) -> list[Ranking]:
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.config.concurrency,
-                                                     thread_name_prefix=f"target-{self.name}")
-        try:
-            futures = [pool.submit(self.search, q, depth) for q in gold]
-            done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
-            for future in futures:  # the first failure in question order, once any failed
-                if future in done and future.exception() is not None:
-                    raise future.exception()
-            return [f.result() for f in futures]
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        failed = threading.Event()  # once one question failed, the target has failed: send no more requests
+
+        def one(question: GoldQuestion) -> Ranking | None:
+            if failed.is_set():
+                return None
+            try:
+                return self.search(question, depth)
+            except TargetError:
+                failed.set()
+                raise
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=self.config.concurrency,
+                                                   thread_name_prefix=f"target-{self.name}") as pool:
+            futures = [pool.submit(one, q) for q in gold]
+        for future in futures:  # the first failure in question order
+            if future.exception() is not None:
+                raise future.exception()
+        return [f.result() for f in futures]
 
 
 class PythonTarget(Target):
