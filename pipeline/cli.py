@@ -308,6 +308,9 @@ def _backfill(args: argparse.Namespace) -> int:
     with _progress(len(days), "backfill") as progress:
         results = backfill(config, args.start, args.end, progress=progress)
     print(_summary(results[-1]))
+    if lines := [f"{r.run_date}: {line}" for r in results[:-1] for line in _signal_lines(r) if "FAILED" in line] \
+            + _signal_lines(results[-1]):
+        print("\n".join(lines))
     print("\n".join(_alert_lines(results) or ["  no alerts"]))
     print(f"{len(results)} runs written to {config.data_dir}")
     return _exit(results, args.fail_on_alert)
