@@ -4,7 +4,8 @@ Retrieval: `drop` (the last runs against the window before them) and `slow_drift
 the reference period), each needing a practically large change AND a paired per-question test significant
 after Holm's correction over the watched series; `floor` (a configured limit). Corpus: `drift` (the verdicts
 of drift.csv), `deleted` (a run that removes a large share of the corpus), `config_change` (the embedder
-or the settings changed), `gold_missing` and `feeds_failed`. Notification lives in `notify.py`."""
+or the settings changed), `gold_missing` and `feeds_failed`; `targets_failed` (a watched retriever that
+could not be scored on a run: no metric rows, never a zero score). Notification lives in `notify.py`."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ DELETED = "deleted"
 CONFIG_CHANGE = "config_change"
 GOLD_MISSING = "gold_missing"
 FEEDS_FAILED = "feeds_failed"
-RULES = (DROP, SLOW_DRIFT, FLOOR, DRIFT, DELETED, CONFIG_CHANGE, GOLD_MISSING, FEEDS_FAILED)
+TARGETS_FAILED = "targets_failed"
+RULES = (DROP, SLOW_DRIFT, FLOOR, DRIFT, DELETED, CONFIG_CHANGE, GOLD_MISSING, FEEDS_FAILED, TARGETS_FAILED)
 
 ALERT = "alert"
 WARNING = "warning"
@@ -354,6 +356,16 @@ def _feed_alerts(day: str, today: pd.Timestamp, runs: pd.DataFrame) -> list[Aler
                   severity, message)]
 
 
+def _target_alerts(day: str, today: pd.Timestamp, targets: pd.DataFrame | None) -> list[Alert]:
+    """One alert per target that failed on the run (targets.csv), naming why."""
+    if targets is None or targets.empty:
+        return []
+    failed = targets[(_days(targets) == today) & (targets["status"] == store.TARGET_FAILED)]
+    return [Alert(day, TARGETS_FAILED, target, TARGETS_FAILED, math.nan, math.nan, math.nan, math.nan, ALERT,
+                  f"target {target} ({kind}) could not be scored: {message}; it has no metrics for this run")
+            for target, kind, message in zip(failed["target"], failed["kind"], failed["message"])]
+
+
 def mark_ongoing(alerts: Sequence[Alert], today: pd.Timestamp, runs: pd.DataFrame,
                  previous: pd.DataFrame) -> list[Alert]:
     """Set each alert's `since`: the first run date of its streak.
@@ -390,7 +402,8 @@ def mark_ongoing(alerts: Sequence[Alert], today: pd.Timestamp, runs: pd.DataFram
 
 def evaluate_alerts(run_date: date, metrics: pd.DataFrame, per_question: pd.DataFrame, drift: pd.DataFrame,
                     runs: pd.DataFrame, config: AlertsConfig, ks: tuple[int, ...],
-                    previous: pd.DataFrame, drift_config: DriftConfig | None = None) -> list[Alert]:
+                    previous: pd.DataFrame, drift_config: DriftConfig | None = None,
+                    targets: pd.DataFrame | None = None) -> list[Alert]:
     """Every alert of one run date, from the full histories (including that date's rows).
 
     `previous` is alerts.csv's history; rows of `run_date` itself in it are ignored, so re-running
@@ -407,5 +420,6 @@ def evaluate_alerts(run_date: date, metrics: pd.DataFrame, per_question: pd.Data
         *_config_alerts(day, today, runs),
         *_gold_missing_alerts(day, today, per_question),
         *_feed_alerts(day, today, runs),
+        *_target_alerts(day, today, targets),
     ]
     return mark_ongoing(alerts, today, runs, previous)

@@ -76,7 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
                                       "or a value it needs is NaN; exit 2 when the baseline cannot be compared "
                                       "(another k, gold set or document set).")
     gate.add_argument("--gold", required=True, help="gold set (JSONL)")
-    gate.add_argument("--docs", required=True, nargs="+", help="feed files or folders of feed files")
+    gate.add_argument("--docs", nargs="+", default=[],
+                      help="feed files or folders of feed files (for the builtin pipelines; an external target "
+                           "answers from its own index)")
+    gate.add_argument("--target", action="append", default=None,
+                      help="a target of --config to evaluate and gate (repeatable; default: every builtin pipeline)")
+    gate.add_argument("--date", type=_date, default=None,
+                      help="the date whose logged results a runs target reads (default: today)")
     gate.add_argument("--k", type=int, default=5, help="the cutoff the gate judges (default 5)")
     gate.add_argument("--pipeline", action="append", choices=PIPELINES, default=None,
                       help="a pipeline to gate (repeatable; default: every pipeline evaluated or in the baseline)")
@@ -149,6 +155,19 @@ def _summary(result) -> str:
     return "\n".join(lines)
 
 
+def _signal_lines(result) -> list[str]:
+    """The run's label-free early warnings per pipeline, and the targets that could not be scored."""
+    from pipeline.signals import summary
+
+    lines = [f"  target {o.name} FAILED: {o.message}" for o in result.failed_targets]
+    table = summary(result.signals)
+    if table:
+        lines.append("  early warnings: " + "; ".join(
+            f"{p} " + ", ".join(f"{name} {value:.3f}" for name, value in values.items() if value == value)
+            for p, values in table.items()))
+    return lines
+
+
 def _alert_lines(results) -> list[str]:
     return [f"  {a.severity.upper()} [{a.rule}] {a.message}" for r in results for a in r.alerts]
 
@@ -167,6 +186,8 @@ def _run(args: argparse.Namespace) -> int:
     day = args.date or date.today()
     result = run_day(config, day, events=args.event)
     print(_summary(result))
+    if lines := _signal_lines(result):
+        print("\n".join(lines))
     print("\n".join(_alert_lines([result]) or ["  no alerts"]))
     if result.notified is False:
         print("  the webhook notification failed (see the log); the alerts are in alerts.csv")
@@ -229,11 +250,15 @@ def _eval(args: argparse.Namespace) -> int:
         print(f"error: --k must be > 0, got {args.k}", file=sys.stderr)
         return EXIT_BAD_INPUT
     baseline = _baseline(args)
+    if not args.docs and not args.target:
+        print("error: give --docs (the builtin pipelines) and/or --target NAME (a target of --config)", file=sys.stderr)
+        return EXIT_BAD_INPUT
     report = evaluate_documents(_base_config(args.config), Path(args.gold), [Path(d) for d in args.docs], args.k,
-                                Path(args.work_dir) if args.work_dir else None)
+                                Path(args.work_dir) if args.work_dir else None, targets=args.target,
+                                run_date=args.date)
     print(table(report, baseline))
     verdict = judge(report, min_recall=args.min_recall_at_k, max_drop=args.max_drop, baseline=baseline,
-                    pipelines=args.pipeline)
+                    pipelines=args.pipeline or args.target)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
@@ -283,6 +308,9 @@ def _backfill(args: argparse.Namespace) -> int:
     with _progress(len(days), "backfill") as progress:
         results = backfill(config, args.start, args.end, progress=progress)
     print(_summary(results[-1]))
+    if lines := [f"{r.run_date}: {line}" for r in results[:-1] for line in _signal_lines(r) if "FAILED" in line] \
+            + _signal_lines(results[-1]):
+        print("\n".join(lines))
     print("\n".join(_alert_lines(results) or ["  no alerts"]))
     print(f"{len(results)} runs written to {config.data_dir}")
     return _exit(results, args.fail_on_alert)

@@ -6,9 +6,11 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import tomllib
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -41,6 +43,13 @@ MAX_TRUNCATE_DIM = 8192  # no sentence embedding model is wider; the load checks
 DEVICES = ("cpu", "cuda", "cuda:N", "mps")  # as messages list them
 _HTTP_SCHEMES = ("http://", "https://")
 
+# Retrievers a run watches ([[targets]]); `targets.py` implements each kind.
+TARGET_KINDS = ("builtin", "http", "python", "runs")
+RUN_FORMATS = ("trec", "jsonl", "openinference")
+MAX_TARGET_RETRIES = 10
+MAX_CONCURRENCY = 64
+DEFAULT_BODY = '{"query": {query}, "k": {k}}'
+
 
 class ConfigError(DriftwatchError):
     """A configuration file that cannot be used; the message names the file and the key."""
@@ -53,6 +62,42 @@ class SourceConfig:
     name: str
     url: str | None = None
     path: Path | None = None
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    """One watched retriever; its `name` is the `pipeline` of every series row it gets. Which keys a kind
+    takes is in TARGET_KEYS."""
+
+    name: str
+    kind: str
+    pipeline: str | None = None  # builtin: one of PIPELINES (default: the name)
+    url: str | None = None  # http: the search endpoint, POSTed to
+    body: str = DEFAULT_BODY  # http: a JSON body template; {query} becomes a JSON string, {k} the depth
+    hits: str = "hits"  # http: dotted path to the hit list in the response ("" for a top-level list)
+    id: str = "id"  # http: path to a hit's document id
+    score: str = "score"  # http: path to a hit's score
+    text: str | None = None  # http: path to a hit's text (optional; used for retrieved-set drift)
+    headers: dict[str, str] = field(default_factory=dict)  # http: header -> NAME of the env var holding its value
+    timeout: float = 10.0  # http: wall-clock seconds per request (connect to last byte)
+    retries: int = 2  # http: further attempts after a timeout, a connection error, 429 or 5xx
+    concurrency: int = 4  # http: requests in flight at once
+    max_bytes: int = 10_000_000  # http: larger responses are refused
+    function: str | None = None  # python: "module:function", called f(query, k)
+    python_path: Path | None = None  # python: a folder put first on sys.path (default: the config's folder)
+    format: str | None = None  # runs: trec, jsonl or openinference
+    path: Path | None = None  # runs: the logged results; "{date}" in it becomes the run date (YYYY-MM-DD)
+
+
+# The keys each kind takes besides name and kind; any other is refused.
+TARGET_KEYS = {
+    "builtin": ("pipeline",),
+    "http": ("url", "body", "hits", "id", "score", "text", "headers", "timeout", "retries", "concurrency",
+             "max_bytes"),
+    "python": ("function", "python_path"),
+    "runs": ("format", "path"),
+}
+TARGET_REQUIRED = {"builtin": (), "http": ("url",), "python": ("function",), "runs": ("format", "path")}
 
 
 @dataclass(frozen=True)
@@ -186,6 +231,7 @@ class Config:
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     drift: DriftConfig = field(default_factory=DriftConfig)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
+    targets: tuple[TargetConfig, ...] = ()  # none: the builtin retrieval.pipelines, as before targets existed
     file: Path | None = None  # where it was read from (not a setting)
 
     def config_hash(self) -> str:
@@ -194,6 +240,8 @@ class Config:
             name: dataclasses.asdict(getattr(self, name))
             for name in ("embedder", "chunking", "retrieval", "bm25", "rerank", "corpus", "drift")
         }
+        if self.targets:  # absent when none, so a config from before targets keeps its hash
+            settings["targets"] = [dataclasses.asdict(t) for t in self.targets]
         blob = json.dumps(settings, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
@@ -371,6 +419,7 @@ def _check(cfg: Config, src: str) -> None:
         raise bad("alerts.webhook_url", "must be an http(s) URL")
     if not 0 <= a.webhook_retries <= MAX_WEBHOOK_RETRIES:
         raise bad("alerts.webhook_retries", f"must be >= 0 and <= {MAX_WEBHOOK_RETRIES}")
+    _check_targets(cfg, bad)
     names = [s.name for s in cfg.sources]
     for i, s in enumerate(cfg.sources):
         if not s.name.strip():
@@ -383,11 +432,98 @@ def _check(cfg: Config, src: str) -> None:
             raise bad(f"sources[{i}].name", f"duplicate source name {s.name!r}")
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_FUNCTION = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+
+
+def render_body(template: str, query: str, k: int) -> str:
+    """The request body: {query} becomes the question as a JSON string (quoted or not in the template), {k}
+    the depth (a JSON number; a string when quoted)."""
+    quoted = json.dumps(query)
+    return (template.replace('"{query}"', quoted).replace("{query}", quoted)
+            .replace('"{k}"', json.dumps(str(k))).replace("{k}", str(k)))
+
+
+def _check_target_tables(raw: dict) -> None:
+    """Refuse a [[targets]] table with a key its kind does not take, or without one it needs (before the
+    typed build, which knows the keys but not which kind takes which)."""
+    tables = raw.get("targets", [])
+    if not isinstance(tables, list):
+        raise ConfigError("targets: expected [[targets]] tables")
+    for i, table in enumerate(tables):
+        if not isinstance(table, dict):
+            raise ConfigError(f"targets[{i}]: expected a table, got {table!r}")
+        where = f"targets[{i}]" + (f" ({table['name']})" if isinstance(table.get("name"), str) else "")
+        for key in ("name", "kind"):
+            if key not in table:
+                raise ConfigError(f"missing required key {where}.{key}")
+        kind = table["kind"]
+        if kind not in TARGET_KINDS:
+            raise ConfigError(f"{where}.kind: unknown kind {kind!r} (valid: {', '.join(TARGET_KINDS)})")
+        valid = ("name", "kind", *TARGET_KEYS[kind])
+        unknown = sorted(set(table) - set(valid))
+        if unknown:
+            raise ConfigError(f"unknown key {where}.{unknown[0]} for kind {kind!r} (valid keys here: "
+                              f"{', '.join(valid)})")
+        for key in TARGET_REQUIRED[kind]:
+            if key not in table:
+                raise ConfigError(f"missing required key {where}.{key} (kind {kind!r} needs it)")
+
+
+def _check_targets(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
+    names = [t.name for t in cfg.targets]
+    for i, t in enumerate(cfg.targets):
+        key = f"targets[{i}]"
+        if not t.name.strip():
+            raise bad(f"{key}.name", "must not be empty")
+        if t.name in names[:i]:
+            raise bad(f"{key}.name", f"duplicate target name {t.name!r} (first in targets[{names.index(t.name)}])")
+        if t.kind == "builtin" and (t.pipeline or t.name) not in PIPELINES:
+            raise bad(f"{key}.pipeline", f"unknown builtin pipeline {t.pipeline or t.name!r} "
+                                         f"(valid: {', '.join(PIPELINES)})")
+        if t.kind == "http":
+            if not _is_http(t.url):
+                raise bad(f"{key}.url", f"must be an http(s) URL, got {t.url!r}")
+            if "{query}" not in t.body:
+                raise bad(f"{key}.body", "the body template must contain {query}")
+            try:
+                json.loads(render_body(t.body, "a question", 10))
+            except json.JSONDecodeError as exc:
+                raise bad(f"{key}.body", f"not a JSON template once {{query}} and {{k}} are filled in: {exc}") from None
+            if not 0 < t.timeout <= MAX_TIMEOUT:
+                raise bad(f"{key}.timeout", f"must be a number of seconds > 0 and <= {MAX_TIMEOUT:g}")
+            if not 0 <= t.retries <= MAX_TARGET_RETRIES:
+                raise bad(f"{key}.retries", f"must be >= 0 and <= {MAX_TARGET_RETRIES}")
+            if not 1 <= t.concurrency <= MAX_CONCURRENCY:
+                raise bad(f"{key}.concurrency", f"must be >= 1 and <= {MAX_CONCURRENCY}")
+            if t.max_bytes <= 0:
+                raise bad(f"{key}.max_bytes", "must be > 0")
+            for header, env in t.headers.items():
+                if not _ENV_NAME.fullmatch(env):
+                    raise bad(f"{key}.headers.{header}", "give the NAME of an environment variable holding the "
+                                                         "value (secrets are never written in the config)")
+        if t.kind == "python" and not _FUNCTION.fullmatch(t.function):
+            raise bad(f"{key}.function", f"expected module:function, got {t.function!r}")
+        if t.kind == "runs" and t.format not in RUN_FORMATS:
+            raise bad(f"{key}.format", f"must be one of {', '.join(RUN_FORMATS)}, got {t.format!r}")
+
+
+def target_list(cfg: Config) -> tuple[TargetConfig, ...]:
+    """The retrievers a run evaluates: the [[targets]], else one builtin target per retrieval.pipelines entry."""
+    return cfg.targets or tuple(TargetConfig(name=p, kind="builtin", pipeline=p) for p in cfg.retrieval.pipelines)
+
+
+def builtin_pipelines(cfg: Config) -> tuple[str, ...]:
+    """The builtin pipelines the targets need (each once), in target order."""
+    return tuple(dict.fromkeys(t.pipeline or t.name for t in target_list(cfg) if t.kind == "builtin"))
+
+
 def require_sources(cfg: Config) -> None:
-    """Refuse a config without sources for a run (eval, demo and the dashboard supply or need none)."""
-    if not cfg.sources:
-        raise ConfigError(f"{cfg.file or 'the configuration'}: sources: none configured; a run needs at least "
-                          "one [[sources]] table with a name and a url or path")
+    """Refuse a config without sources for a run that needs a corpus: one with a builtin target (eval, demo and
+    the dashboard supply or need none; external targets bring their own index)."""
+    if not cfg.sources and builtin_pipelines(cfg):
+        raise ConfigError(f"{cfg.file or 'the configuration'}: sources: none configured; a run of the builtin "
+                          "pipelines needs at least one [[sources]] table with a name and a url or path")
 
 
 def load_config(path: Path | str | None = None, *, data_dir: Path | str | None = None) -> Config:
@@ -407,6 +543,7 @@ def load_config(path: Path | str | None = None, *, data_dir: Path | str | None =
         raise ConfigError(f"{path}: not UTF-8 text: {exc}") from None
     base = path.resolve().parent
     try:
+        _check_target_tables(raw)
         cfg = _build(Config, raw, "", base)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
@@ -438,6 +575,9 @@ def to_toml(cfg: Config) -> str:
     for source in cfg.sources:
         lines += ["", "[[sources]]"] + [f"{k} = {_toml_value(v)}" for k, v in dataclasses.asdict(source).items()
                                         if v is not None]
+    for target in cfg.targets:
+        lines += ["", "[[targets]]"] + [f"{k} = {_toml_value(v)}" for k, v in dataclasses.asdict(target).items()
+                                        if v is not None and (k in ("name", "kind") or k in TARGET_KEYS[target.kind])]
     for f in dataclasses.fields(cfg):
         section = getattr(cfg, f.name)
         if dataclasses.is_dataclass(section):

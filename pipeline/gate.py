@@ -12,12 +12,13 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 
 from pipeline import store
-from pipeline.config import Config, SourceConfig
+from pipeline.config import Config, SourceConfig, TargetConfig, target_list
 from pipeline.corpus import Corpus
 from pipeline.demo import clear_history
 from pipeline.errors import DriftwatchError
 from pipeline.job import run_day
 from pipeline.metrics import MEAN_NAMES
+from pipeline.targets import run_file
 
 # Every entry of the documents counts, whatever its date: a dated folder is read up to this date.
 ALL_DATES = date(2200, 1, 1)  # within pandas timestamps (which end in 2262)
@@ -59,13 +60,31 @@ def _clear_work_dir(work_dir: Path) -> None:
                                             encoding="utf-8")
 
 
-def evaluate_documents(config: Config, gold: Path, docs: Sequence[Path], k: int, work_dir: Path | None = None) -> dict:
-    """Run every configured pipeline over exactly `docs` (feed files or folders) and return the report dict.
+def gated_targets(config: Config, names: Sequence[str], docs: Sequence[Path], run_date: date) -> tuple[TargetConfig, ...]:
+    """The targets named (each once), with a runs target's {date} filled in with `run_date`; GateError for a
+    name the config lacks, or builtin targets without --docs."""
+    known = {t.name: t for t in target_list(config)}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise GateError(f"{config.file or 'the configuration'}: no target {unknown[0]!r} (targets: {', '.join(known)})")
+    chosen = [known[n] for n in dict.fromkeys(names)]
+    if not docs and any(t.kind == "builtin" for t in chosen):
+        raise GateError("a builtin target is evaluated over --docs: give the feed files or folders")
+    return tuple(replace(t, path=run_file(t, run_date)) if t.kind == "runs" else t for t in chosen)
+
+
+def evaluate_documents(config: Config, gold: Path, docs: Sequence[Path], k: int, work_dir: Path | None = None,
+                       targets: Sequence[str] | None = None, run_date: date | None = None) -> dict:
+    """Run every configured pipeline (or the `targets` named) over exactly `docs` (feed files or folders) and
+    return the report dict. An external target answers from its own index: it needs no `docs`; a runs target
+    reads the results logged for `run_date` (default today). A target that fails makes the gate unjudgeable.
 
     With `work_dir` the embedding cache stays there between evaluations; the previous evaluation's documents
     and series are cleared first. The report's fingerprint names the gold set (its bytes), the documents
-    scored (ids and content hashes) and the settings (config hash).
+    scored (ids and content hashes; for external targets only, their names) and the settings (config hash).
     """
+    if targets:
+        config = config.replace(targets=gated_targets(config, targets, docs, run_date or date.today()))
     ks = tuple(sorted(set(config.retrieval.k) | {k}))
     with tempfile.TemporaryDirectory(prefix="driftwatch-eval-") as tmp:
         data_dir = Path(work_dir) if work_dir else Path(tmp)
@@ -82,8 +101,12 @@ def evaluate_documents(config: Config, gold: Path, docs: Sequence[Path], k: int,
         result = run_day(cfg, ALL_DATES, notify=False)
         with Corpus.in_dir(data_dir) as corpus:
             documents = _digest(f"{s.document.id}\t{s.content_hash}" for s in corpus.snapshot(ALL_DATES))
+    if not docs:  # external targets only: the corpus holds what they returned, which is what is judged
+        documents = _digest(f"target {t.name}" for t in config.targets)
     if result.run["feeds_failed"]:
         raise GateError(result.failed_feeds[0].error)
+    if result.failed_targets:
+        raise GateError(f"cannot gate: {result.failed_targets[0].message}")
     return {
         "version": REPORT_VERSION, "k": k, "gold": str(gold), "docs": [str(d) for d in docs],
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "model": result.run["model"],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -13,18 +14,19 @@ from datetime import date, datetime, timedelta, timezone
 import numpy as np
 import pandas as pd
 
-from pipeline import drift, store
+from pipeline import drift, signals, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
 from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document
-from pipeline.config import Config, require_sources
+from pipeline.config import Config, TargetConfig, builtin_pipelines, require_sources, target_list
 from pipeline.corpus import CORPUS_FILE, Corpus, StoredDocument
 from pipeline.corpus import check_file as check_corpus
 from pipeline.embeddings import Embedder, embed_cached, locate_model
 from pipeline.gold import GoldQuestion, load_gold
 from pipeline.metrics import MEAN_NAMES, METRICS, evaluate
 from pipeline.retrieval import RERANKER, Ranking, Reranker, Retriever
-from pipeline.sources import FeedError, FeedOutcome, collect
+from pipeline.sources import Document, FeedError, FeedOutcome, collect
+from pipeline.targets import Outcome, Target, evaluate_target, external_targets
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,8 @@ class RunResult:
     drift: list[dict] = field(default_factory=list)  # the drift.csv rows
     alerts: list[Alert] = field(default_factory=list)  # every alert of the run (new and ongoing)
     notified: bool | None = None  # outbox delivery: None when nothing was to be sent, False when some stays
+    signals: list[dict] = field(default_factory=list)  # the signals.csv rows (label-free early warnings)
+    failed_targets: list[Outcome] = field(default_factory=list)  # targets that could not be scored, with why
 
     def mean(self, pipeline: str, metric: str, k: int) -> float:
         for row in self.metrics:
@@ -118,10 +122,6 @@ def evaluate_pipelines(config: Config, retriever: Retriever, gold: Sequence[Gold
     """metrics.csv and per_question.csv rows for every configured pipeline at every k; each
     pipeline's rankings are left in `rankings_out` when given."""
     questions = [q.question for q in gold]
-    qrels = [q.relevant for q in gold]
-    missing = [sum(1 for d in q.relevant_ids if d not in present) for q in gold]
-    ks = config.retrieval.k
-    day = run_date.isoformat()
     cache: dict[str, list[Ranking]] = {}
     metric_rows: list[dict] = []
     question_rows: list[dict] = []
@@ -129,22 +129,38 @@ def evaluate_pipelines(config: Config, retriever: Retriever, gold: Sequence[Gold
         rankings = retriever.search(pipeline, questions, query_vectors, cache)
         if rankings_out is not None:
             rankings_out[pipeline] = rankings
-        result = evaluate([r.doc_ids for r in rankings], qrels, ks)
-        for k in ks:
-            for name in METRICS:
-                value, n = result.mean(name, k)
-                metric_rows.append({"run_date": day, "pipeline": pipeline, "k": k, "metric": MEAN_NAMES[name],
-                                    "value": value, "n_questions": n})
-            per_k = result.values[k]
-            for i, q in enumerate(gold):
-                question_rows.append({
-                    "run_date": day, "pipeline": pipeline, "k": k, "question_id": q.id,
-                    **{name: per_k[name][i] for name in METRICS},
-                    "first_relevant_rank": int(result.first_relevant_rank[i]),
-                    "top1_score": rankings[i].top1_score,
-                    "retrieved": store.join_ids(rankings[i].doc_ids[:k]),
-                    "gold_missing": missing[i],
-                })
+        metrics, per_question = ranking_rows(config, pipeline, rankings, gold, present, run_date)
+        metric_rows += metrics
+        question_rows += per_question
+    return metric_rows, question_rows
+
+
+def ranking_rows(config: Config, pipeline: str, rankings: Sequence[Ranking], gold: Sequence[GoldQuestion],
+                 present: set[str] | None, run_date: date) -> tuple[list[dict], list[dict]]:
+    """metrics.csv and per_question.csv rows of one pipeline (or target) at every k. `present` is the corpus's
+    documents, for gold_missing; None for a target with its own index, whose documents the run cannot list."""
+    qrels = [q.relevant for q in gold]
+    missing = [0 if present is None else sum(1 for d in q.relevant_ids if d not in present) for q in gold]
+    ks = config.retrieval.k
+    day = run_date.isoformat()
+    metric_rows: list[dict] = []
+    question_rows: list[dict] = []
+    result = evaluate([r.doc_ids for r in rankings], qrels, ks)
+    for k in ks:
+        for name in METRICS:
+            value, n = result.mean(name, k)
+            metric_rows.append({"run_date": day, "pipeline": pipeline, "k": k, "metric": MEAN_NAMES[name],
+                                "value": value, "n_questions": n})
+        per_k = result.values[k]
+        for i, q in enumerate(gold):
+            question_rows.append({
+                "run_date": day, "pipeline": pipeline, "k": k, "question_id": q.id,
+                **{name: per_k[name][i] for name in METRICS},
+                "first_relevant_rank": int(result.first_relevant_rank[i]),
+                "top1_score": rankings[i].top1_score,
+                "retrieved": store.join_ids(rankings[i].doc_ids[:k]),
+                "gold_missing": missing[i],
+            })
     return metric_rows, question_rows
 
 
@@ -302,15 +318,17 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict) -> tuple[list
     stored = store.read(data_dir, store.ALERTS)
     alerts = evaluate_alerts(run_date, store.read_metrics(data_dir), store.read_per_question(data_dir),
                              store.read(data_dir, store.DRIFT), runs, config.alerts, config.retrieval.k,
-                             stored[stored["run_date"] < pd.Timestamp(run_date)], config.drift)
+                             stored[stored["run_date"] < pd.Timestamp(run_date)], config.drift,
+                             store.read(data_dir, store.TARGETS))
     same_day = stored[stored["run_date"] == pd.Timestamp(run_date)]
     seen = set(zip(same_day["rule"], same_day["pipeline"].fillna(""), same_day["metric"].fillna("")))
     return alerts, [a for a in alerts if a.new and a.key not in seen]
 
 
-def check_inputs(config: Config, run_date: date, embedder: Embedder) -> list[GoldQuestion]:
+def check_inputs(config: Config, run_date: date, embedder: Embedder) -> tuple[list[GoldQuestion], list[Target]]:
     """Check everything a run reads before its first write: the sources, the gold set, the store's files,
-    the corpus file, the query log and the models (located, not loaded). Returns the gold set; raises the
+    the corpus file, the query log, the models (located, not loaded) and the external targets (their header
+    variables set, their functions importable). Returns the gold set and the external targets; raises the
     domain error that names the bad input."""
     _check_sources(config)
     gold = load_gold(config.gold)
@@ -319,37 +337,108 @@ def check_inputs(config: Config, run_date: date, embedder: Embedder) -> list[Gol
     if config.drift.query_log is not None:
         drift.read_query_log(config.drift.query_log, run_date, config.drift.query_window_days)
     embedder.check()
-    if "hybrid_rerank" in config.retrieval.pipelines:
+    if "hybrid_rerank" in builtin_pipelines(config):
         locate_model(config.rerank.model, RERANKER)
-    return gold
+    return gold, external_targets(config)
+
+
+def returned_documents(outcome: Outcome) -> list[Document]:
+    """The texts an external target returned, as documents of a corpus named after it: with no source
+    configured, drift is measured on them (the retrieved set of the gold questions)."""
+    docs: dict[str, Document] = {}
+    for ranking in outcome.rankings or ():
+        for doc_id, text in zip(ranking.doc_ids, ranking.texts):
+            if text and doc_id not in docs:
+                docs[doc_id] = Document(doc_id, "", text, "", None, outcome.name, ())
+    return list(docs.values())
+
+
+def _exact_dense(config: Config, chunks: Sequence[Chunk], vectors: np.ndarray, questions: list[str],
+                 query_vectors: np.ndarray) -> list[Ranking]:
+    """The dense pipeline's rankings by exact search (a flat index over the same vectors)."""
+    flat = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=("dense",), dense_index="flat"))
+    return Retriever(chunks, vectors, flat).search("dense", questions, query_vectors)
+
+
+def target_row(run_date: date, target: TargetConfig, outcome: Outcome | None, n_questions: int) -> dict:
+    ok = outcome is None or outcome.ok
+    return {"run_date": run_date.isoformat(), "target": target.name, "kind": target.kind,
+            "status": store.TARGET_OK if ok else store.TARGET_FAILED, "n_questions": n_questions if ok else 0,
+            "seconds": outcome.seconds if outcome else math.nan, "message": outcome.message if outcome else ""}
 
 
 def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embedder | None = None,
             notify: bool = True) -> RunResult:
     """The daily job for one date. Re-running a date replaces that date's rows.
 
-    Order of writes: per_question, metrics, drift, alerts, then runs; a runs.csv row therefore
-    means the date's other rows are complete. Notification comes last and never fails the run.
+    Every target (the builtin pipelines, or the [[targets]]) is evaluated the same way; a target that fails
+    is recorded in targets.csv (and alerted) and gets no metric rows that day, the others go on.
+    Order of writes: per_question, metrics, drift, signals, targets, alerts, then runs; a runs.csv row
+    therefore means the date's other rows are complete. Notification comes last and never fails the run.
     """
     started, t0 = _now(), time.perf_counter()
     data_dir = config.data_dir
     embedder = embedder or Embedder(config.embedder)
-    gold = check_inputs(config, run_date, embedder)  # bad input stops the run before anything is written
+    gold, externals = check_inputs(config, run_date, embedder)  # bad input stops the run before anything is written
+    builtin = builtin_pipelines(config)
+    depth = config.retrieval.candidate_depth
     with store.run_lock(data_dir), Corpus.in_dir(data_dir) as corpus:
         store.recover(data_dir)
+        # The external targets first: they do not need the corpus, and without sources their texts make it.
+        answered = {t.name: evaluate_target(t, gold, depth, run_date) for t in externals}
+        for outcome in answered.values():
+            if not outcome.ok:
+                log.warning("%s: %s", run_date, outcome.message)
         outcomes = ingest(config, corpus, run_date)
+        if not config.sources:
+            for outcome in answered.values():
+                corpus.ingest(returned_documents(outcome), run_date)
         snapshot = corpus.snapshot(run_date)
         chunks = chunk_documents(config, snapshot)
         embedded = embed_cached(corpus, embedder, [c.text for c in chunks])
-        queries = embed_cached(corpus, embedder, [q.question for q in gold])
-        reranker = (Reranker(config.rerank, config.embedder.device)
-                    if "hybrid_rerank" in config.retrieval.pipelines else None)
-        retriever = Retriever(chunks, embedded.vectors, config, reranker)
-        present = {s.document.id for s in snapshot}
         rankings: dict[str, list[Ranking]] = {}
-        metric_rows, question_rows = evaluate_pipelines(config, retriever, gold, queries.vectors, present, run_date,
-                                                        rankings)
-        top1 = _top1_cosines(retriever, rankings, queries.vectors, embedded.vectors)
+        metric_rows: list[dict] = []
+        question_rows: list[dict] = []
+        top1: list[tuple[str, float]] = []
+        signal_rows: list[dict] = []
+        history = store.read_per_question(data_dir)
+        history = history[history[store.RUN_DATE] < pd.Timestamp(run_date)]
+        if builtin:
+            queries = embed_cached(corpus, embedder, [q.question for q in gold])
+            reranker = (Reranker(config.rerank, config.embedder.device) if "hybrid_rerank" in builtin else None)
+            indexed = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=builtin))
+            retriever = Retriever(chunks, embedded.vectors, indexed, reranker)
+            present = {s.document.id for s in snapshot}
+            metric_rows, question_rows = evaluate_pipelines(indexed, retriever, gold, queries.vectors, present,
+                                                            run_date, rankings)
+            top1 = _top1_cosines(retriever, rankings, queries.vectors, embedded.vectors)
+            if retriever.dense is not None and retriever.dense.kind == "hnsw":
+                exact = _exact_dense(config, chunks, embedded.vectors, [q.question for q in gold], queries.vectors)
+                approximate = retriever.search("dense", [q.question for q in gold], queries.vectors, dict(rankings))
+                signal_rows += signals.hnsw_recall_rows(run_date.isoformat(), approximate, exact, gold,
+                                                        config.retrieval.k)
+        target_rows = []
+        by_pipeline_metrics = {p: [r for r in metric_rows if r["pipeline"] == p] for p in builtin}
+        by_pipeline_questions = {p: [r for r in question_rows if r["pipeline"] == p] for p in builtin}
+        metric_rows, question_rows = [], []
+        for target in target_list(config):
+            if target.kind == "builtin":
+                pipeline = target.pipeline or target.name
+                metric_rows += [{**r, "pipeline": target.name} for r in by_pipeline_metrics[pipeline]]
+                question_rows += [{**r, "pipeline": target.name} for r in by_pipeline_questions[pipeline]]
+                ranked = rankings[pipeline]
+                target_rows.append(target_row(run_date, target, None, len(gold)))
+            else:
+                outcome = answered[target.name]
+                target_rows.append(target_row(run_date, target, outcome, len(gold)))
+                if not outcome.ok:
+                    continue
+                ranked = outcome.rankings
+                metrics, per_question = ranking_rows(config, target.name, ranked, gold, None, run_date)
+                metric_rows += metrics
+                question_rows += per_question
+            signal_rows += signals.signal_rows(run_date.isoformat(), target.name, ranked, gold, config.retrieval.k,
+                                               history, config.alerts.window)
         drift_table = drift_rows(config, corpus, embedder, run_date, snapshot, chunks, embedded.vectors, top1)
         counts = corpus.counts(run_date)
         fetched = [o for o in outcomes if not o.replayed]
@@ -367,6 +456,9 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         store.replace_date(data_dir, store.PER_QUESTION, run_date, question_rows)
         store.replace_date(data_dir, store.METRICS, run_date, metric_rows)
         store.replace_date(data_dir, store.DRIFT, run_date, drift_table)
+        store.replace_date(data_dir, store.SIGNALS, run_date, signal_rows)
+        if config.targets:
+            store.replace_date(data_dir, store.TARGETS, run_date, target_rows)
         alerts, to_notify = evaluate_run_alerts(config, run_date, run)
         notifying = notify and config.alerts.webhook_url is not None
         if notifying:  # before alerts.csv: a run killed from here on still leaves them to deliver
@@ -379,7 +471,9 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
     if notifying:  # this run's new alerts and any an earlier run could not deliver
         notified = deliver(data_dir, config.alerts.webhook_url, timeout=config.alerts.webhook_timeout,
                            retries=config.alerts.webhook_retries)
-    return RunResult(run_date, run, metric_rows, question_rows, failed, drift_table, alerts, notified)
+    failed_targets = [o for o in answered.values() if not o.ok]
+    return RunResult(run_date, run, metric_rows, question_rows, failed, drift_table, alerts, notified,
+                     signal_rows, failed_targets)
 
 
 def date_range(start: date, end: date) -> list[date]:

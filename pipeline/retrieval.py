@@ -26,11 +26,13 @@ RERANKER = "reranker"  # how messages name the cross-encoder
 
 @dataclass(frozen=True)
 class Ranking:
-    """One question's ranked documents, best first, with each document's score and best chunk."""
+    """One question's ranked documents, best first, with each document's score and best chunk (an external
+    target has no chunks; it may return each document's text instead)."""
 
     doc_ids: tuple[str, ...]
     scores: tuple[float, ...]
     chunk_ids: tuple[str, ...]
+    texts: tuple[str | None, ...] = ()
 
     @property
     def top1_score(self) -> float:

@@ -25,6 +25,8 @@ METRICS = "metrics.csv"
 PER_QUESTION = "per_question.csv"
 DRIFT = "drift.csv"
 ALERTS = "alerts.csv"
+SIGNALS = "signals.csv"
+TARGETS = "targets.csv"
 LOCK_FILE = "driftwatch.lock"
 # Longest document or question id accepted (characters): ids land in every CSV row and in messages.
 MAX_ID_LENGTH = 512
@@ -54,6 +56,10 @@ ALERTS_COLUMNS = (
     "run_date", "rule", "pipeline", "metric", "value", "baseline", "change_pct", "threshold",
     "severity", "message", "since", "p_value",
 )
+# The label-free early warnings (pipeline/signals.py); question_id is empty on a per-run row.
+SIGNALS_COLUMNS = ("run_date", "pipeline", "k", "question_id", "signal", "value")
+# One row per configured target and run: ok, or failed and why (a failed target has no metric rows that day).
+TARGETS_COLUMNS = ("run_date", "target", "kind", "status", "n_questions", "seconds", "message")
 
 SCHEMAS: dict[str, tuple[str, ...]] = {
     RUNS: RUNS_COLUMNS,
@@ -61,12 +67,14 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
     PER_QUESTION: PER_QUESTION_COLUMNS,
     DRIFT: DRIFT_COLUMNS,
     ALERTS: ALERTS_COLUMNS,
+    SIGNALS: SIGNALS_COLUMNS,
+    TARGETS: TARGETS_COLUMNS,
 }
 
 # Column types for the readers; columns not listed are numbers (float) or, for the text ones below, str.
 _TEXT = {"run_id", "started_at", "finished_at", "status", "model", "config_hash", "events", "pipeline",
          "metric", "question_id", "retrieved", "statistic", "reference_date", "rule", "severity", "message",
-         "reference_start", "current_start", "verdict", "detail", "since"}
+         "reference_start", "current_start", "verdict", "detail", "since", "signal", "target", "kind"}
 _INT = {"feeds_ok", "feeds_failed", "docs_new", "docs_updated", "docs_deleted", "docs_total",
         "chunks_total", "chunks_embedded", "k", "n_questions", "first_relevant_rank", "gold_missing",
         "n_reference", "n_current"}
@@ -75,6 +83,9 @@ _INT = {"feeds_ok", "feeds_failed", "docs_new", "docs_updated", "docs_deleted", 
 STATUS_OK = "ok"
 STATUS_DEGRADED = "degraded"  # some feeds failed
 STATUS_NO_FEEDS = "no_feeds"  # every feed failed: evaluated on the corpus as it was
+# Target status values written to targets.csv.
+TARGET_OK = "ok"
+TARGET_FAILED = "failed"
 
 
 class StoreSchemaError(DriftwatchError):
@@ -114,7 +125,7 @@ _BOM = b"\xef\xbb\xbf"
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TEMPORARY = re.compile(r"\..+\.(?P<pid>\d+)\.tmp")  # what `atomic_write` leaves when killed
 # The files whose rows belong to a run: a date they hold without a runs.csv row is an interrupted run.
-RUN_PARTS = (PER_QUESTION, METRICS, DRIFT, ALERTS)
+RUN_PARTS = (PER_QUESTION, METRICS, DRIFT, ALERTS, SIGNALS, TARGETS)
 
 
 def _check_header(path: Path, header: Sequence[str]) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from pipeline import store
 from pipeline.cli import build_parser
-from pipeline.config import Config
+from pipeline.config import TARGET_KEYS, Config
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -40,7 +40,7 @@ def test_every_cli_command_has_help_and_is_in_the_readme():
 def test_every_config_key_is_in_the_example_and_the_readme():
     example = (ROOT / "monitor.toml").read_text()
     for f in dataclasses.fields(Config):
-        if f.name in ("file", "sources"):
+        if f.name in ("file", "sources", "targets"):
             continue
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else None
         if dataclasses.is_dataclass(default):
@@ -50,3 +50,13 @@ def test_every_config_key_is_in_the_example_and_the_readme():
                 assert f"`{key.name}`" in README, f"{f.name}.{key.name} not in README"
         else:
             assert f"{f.name} = " in example and f"`{f.name}`" in README
+
+
+def test_every_target_key_is_in_the_example_and_the_readme():
+    example = (ROOT / "monitor.toml").read_text()
+    assert "# [[targets]]" in example and "`[[targets]]`" in README
+    for kind, keys in TARGET_KEYS.items():
+        assert f'kind = "{kind}"' in example and f"`{kind}`" in README
+        for key in keys:
+            assert re.search(rf"^# {key} = ", example, re.M), f"targets.{key} not in monitor.toml"
+            assert f"`{key}`" in README, f"targets.{key} not in README"
