@@ -14,6 +14,8 @@ import pandas as pd
 import streamlit as st
 
 from pipeline import report, store, views
+from pipeline.views import drift as drift_views
+from pipeline.views import questions as questions_views
 from pipeline.alerts import ALERT, WARNING
 from pipeline.config import Config, ConfigError
 from pipeline.corpus import CORPUS_FILE
@@ -205,7 +207,7 @@ def gold() -> dict:
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _documents_info(directory: str, ids: tuple[str, ...], stamp: tuple) -> dict:
-    return views.documents_info(Path(directory), ids)
+    return questions_views.documents_info(Path(directory), ids)
 
 
 def documents_info(ids: Sequence[str]) -> dict:
@@ -215,7 +217,7 @@ def documents_info(ids: Sequence[str]) -> dict:
 
 @st.cache_data(max_entries=4, show_spinner="Reading the corpus…")
 def _documents(directory: str, stamp: tuple) -> pd.DataFrame:
-    return views.corpus_documents(Path(directory))
+    return drift_views.corpus_documents(Path(directory))
 
 
 def documents() -> pd.DataFrame:
@@ -225,11 +227,11 @@ def documents() -> pd.DataFrame:
 
 @st.cache_data(max_entries=8, show_spinner="Projecting the embeddings…")
 def _projection(directory: str, _config: Config, config_hash: str, reference: date, current: date,
-                stamp: tuple) -> views.Projection:
-    return views.embedding_projection(Path(directory), _config, reference, current)
+                stamp: tuple) -> drift_views.Projection:
+    return drift_views.embedding_projection(Path(directory), _config, reference, current)
 
 
-def projection(reference: date, current: date) -> views.Projection:
+def projection(reference: date, current: date) -> drift_views.Projection:
     directory, settings = data_dir(), config()
     return _projection(str(directory), settings, settings.config_hash(), reference, current, _corpus_stamp(directory))
 
@@ -300,19 +302,22 @@ def empty_state(directory: Path) -> None:
 # --- rendering helpers ----------------------------------------------------------------------------------------
 
 
-def metric_card(container, label: str, row, window: int) -> None:
-    """A series' latest value against its trailing mean; the delta red (alert) or orange (warning) when an
-    alert fired on it in the latest run. `row` is a views.headline row."""
-    severity = row.severity
-    change = row.change
-    delta = None if pd.isna(change) else f"{change:+.3f} vs {window}-run mean"
-    colour = DELTA_COLOURS.get(severity, "inverse" if row.metric == "unjudged" else "normal")
-    mean = "no earlier run" if pd.isna(row.trailing_mean) else f"{row.trailing_mean:.4f}"
-    note = f"Value {row.value:.4f}; mean of the previous {window} runs {mean}."
-    if severity:
-        note += f" The latest run fired {'an' if severity == ALERT else 'a'} {severity} on this series."
-    container.metric(label, f"{row.value:.3f}", delta, delta_color=colour, border=True, help=note,
-                     icon=SEVERITY_ICONS.get(severity), chart_data=list(row.history) or None)
+def metric_card(container, label: str, status) -> None:
+    """A series' latest value (a views.overview.SeriesStatus) against its reference period: the delta is the
+    change from the reference mean, red (alert) or orange (warning) when a rule fired on the series."""
+    reference = status.reference
+    delta = None if reference != reference else f"{status.value - reference:+.3f} vs reference"
+    colour = DELTA_COLOURS.get(status.severity, "inverse" if status.metric == "unjudged" else "normal")
+    note = f"Value {status.value:.4f}."
+    if status.reference_days is not None:
+        first, last = status.reference_days
+        note += f" Reference period {first:%Y-%m-%d} to {last:%Y-%m-%d}: mean {reference:.4f}."
+    if status.week_ago_day is not None:
+        note += f" A week ago ({status.week_ago_day:%Y-%m-%d}): {status.week_ago:.4f}."
+    if status.severity:
+        note += f" The latest run fired {'an' if status.severity == ALERT else 'a'} {status.severity} on this series."
+    container.metric(label, f"{status.value:.3f}", delta, delta_color=colour, border=True, help=note,
+                     icon=SEVERITY_ICONS.get(status.severity))
 
 
 def table(frame: pd.DataFrame, key: str, **options) -> None:
@@ -338,7 +343,7 @@ def alerts_table(frame: pd.DataFrame, key: str) -> None:
 
 
 def document_table(frame: pd.DataFrame, key: str, extra: dict | None = None) -> None:
-    """A views.document_table (titles as text, links as a link column), never rendered as HTML."""
+    """A questions_views.document_table (titles as text, links as a link column), never rendered as HTML."""
     columns = {
         "rank": st.column_config.NumberColumn("rank", width="small"),
         "doc_id": st.column_config.TextColumn("doc id"),

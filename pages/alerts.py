@@ -6,6 +6,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from pipeline import charts, views
+from pipeline.views import alerts as alerts_views
 from pipeline.alerts import is_new
 
 CORPUS_WIDE = "(corpus)"  # how alerts that concern no single pipeline are offered in the filter
@@ -20,10 +21,10 @@ rules = c2.multiselect("Rule", sorted(views.values_of(alerts, views.RULE)), key=
 pipelines = c3.multiselect("Pipeline", [p or CORPUS_WIDE for p in views.values_of(alerts, views.PIPELINE)],
                            key="alerts_pipeline", placeholder="all")
 start, end = ui.date_range("Date range", views.run_dates(runs), key="alerts_dates")
-log = views.filter_alerts(alerts, severities=severities, rules=rules, start=start, end=end,
+log = alerts_views.filter_alerts(alerts, severities=severities, rules=rules, start=start, end=end,
                           pipelines=["" if p == CORPUS_WIDE else p for p in pipelines])
 
-st.plotly_chart(charts.alerts_timeline_figure(views.alert_counts(log)), key="alerts_chart")
+st.plotly_chart(charts.alerts_timeline_figure(alerts_views.alert_counts(log)), key="alerts_chart")
 new = int(is_new(log).sum()) if len(log) else 0
 st.caption(f"{len(log)} alert rows ({new} new, {len(log) - new} continuing an alert of the previous run).")
 ui.alerts_table(log, "alerts_table")

@@ -8,6 +8,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from pipeline import charts, drift as stats, views
+from pipeline.views import drift as drift_views
 
 ui.page_frame()
 st.title("Drift")
@@ -15,14 +16,14 @@ config, drift, metrics, alerts, runs = ui.config(), ui.drift(), ui.metrics(), ui
 events = views.run_events(runs)
 days = views.run_dates(runs)
 chosen = st.selectbox("Run", days, index=len(days) - 1, key="drift_run") if days else None
-window = views.drift_window(drift, chosen)
+window = drift_views.drift_window(drift, chosen)
 if window:
     st.caption(f"Chunks new from {window['current_start']} to {window['run_date']} ({window['n_current']}) against those "
                f"new from {window['reference_start']} to {window['reference_end']} ({window['n_reference']}), the "
                "reference window (rolling, or pinned by `python -m pipeline rebaseline`). Drifted: significant after "
                "Holm's correction over the statistics AND at or above its effect line; the null is what the statistic "
                "reads when nothing changed, at these sample sizes.")
-verdicts = views.drift_verdicts(drift, chosen)
+verdicts = drift_views.drift_verdicts(drift, chosen)
 ui.table(verdicts, "drift_verdicts", column_config={
     "value": st.column_config.NumberColumn(format="%.3f"), "null 95%": st.column_config.NumberColumn(format="%.3f"),
     "effect line": st.column_config.NumberColumn(format="%.2f"), "p (Holm)": st.column_config.NumberColumn(format="%.3g"),
@@ -36,12 +37,12 @@ for column, statistic, title, unit in (
         (right, stats.NEW_CATEGORIES.name, "Share of new chunks in categories the reference lacks",
          "share of new chunks (0–1)")):
     with column:
-        st.plotly_chart(charts.lines_figure(views.drift_against_null(drift, statistic), views.STATISTIC, title, unit,
+        st.plotly_chart(charts.lines_figure(drift_views.drift_against_null(drift, statistic), views.STATISTIC, title, unit,
                                             events=events), key=f"drift_chart_{statistic}")
 
-cosines = views.top1_statistics(drift)
+cosines = drift_views.top1_statistics(drift)
 st.plotly_chart(charts.lines_figure(
-    views.drift_series(drift, list(cosines)), views.STATISTIC, "Mean cosine of each question to its top-1 chunk",
+    drift_views.drift_series(drift, list(cosines)), views.STATISTIC, "Mean cosine of each question to its top-1 chunk",
     "cosine similarity (−1 to 1)", events=events, labels=cosines), key="drift_top1_chart")
 
 ks = sorted(int(k) for k in metrics[views.K].unique())
@@ -53,7 +54,7 @@ if ks:
         points=views.alert_points(alerts, views.series_name("unjudged", k))), key="drift_unjudged_chart")
 
 st.subheader("Reference and current embeddings")
-reference = views.reference_date(drift, ui.data_dir())
+reference = drift_views.reference_date(drift, ui.data_dir())
 current = st.selectbox("Current date", days, index=len(days) - 1, key="drift_current") if days else None
 if reference is None or current is None:
     st.info("No reference yet.", icon=":material/info:")
@@ -68,5 +69,5 @@ else:
 st.subheader("Corpus composition")
 by = st.segmented_control("Group by", ["source", "category"], default="source", key="drift_composition_by",
                           required=True)
-st.plotly_chart(charts.composition_figure(views.composition(ui.documents(), days, by or "source"), by or "source"),
+st.plotly_chart(charts.composition_figure(drift_views.composition(ui.documents(), days, by or "source"), by or "source"),
                 key="drift_composition_chart")

@@ -8,6 +8,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from pipeline import charts, views
+from pipeline.views import questions as questions_views
 
 ui.page_frame()
 st.title("Questions")
@@ -26,12 +27,12 @@ then = c4.selectbox("Then", days, index=max(0, len(days) - 1 - config.alerts.win
 now = c5.selectbox("Now", days, index=len(days) - 1, key="questions_now")
 label = views.metric_label(metric, k)
 
-matrix = ui.per_question_view(views.question_heatmap, pipeline, k, metric, then, now)
+matrix = ui.per_question_view(questions_views.question_heatmap, pipeline, k, metric, then, now)
 st.plotly_chart(charts.heatmap_figure(matrix, label, pipeline), key="questions_chart")
 
 st.subheader(f"Questions that regressed from {then} to {now}")
 texts = {qid: q.question for qid, q in gold.items()}
-regressed = ui.per_question_view(views.regressed_questions, pipeline, k, metric, then, now, texts)
+regressed = ui.per_question_view(questions_views.regressed_questions, pipeline, k, metric, then, now, texts)
 if regressed.empty:
     st.success(f"No question's {label} fell and no first relevant document moved down.",
                icon=":material/check_circle:")
@@ -51,27 +52,27 @@ question = st.selectbox("Question", order, key="questions_question",
 if question is None:
     st.stop()
 gold_ids = list(gold[question].relevant_ids) if question in gold else []
-rows = ui.per_question_view(views.question_rows, question)
-before = views.retrieved(rows, question, pipeline, k, then)
-after = views.retrieved(rows, question, pipeline, k, now)
-displaced = views.displacing(rows, question, pipeline, k, then, now, gold_ids)
+rows = ui.per_question_view(questions_views.question_rows, question)
+before = questions_views.retrieved(rows, question, pipeline, k, then)
+after = questions_views.retrieved(rows, question, pipeline, k, now)
+displaced = questions_views.displacing(rows, question, pipeline, k, then, now, gold_ids)
 info = ui.documents_info(gold_ids + before + after)
 
 text = texts.get(question, "(not in the gold set)")
 st.markdown(f"**{views.escape_markdown(question)}**: {views.escape_markdown(text)}")
 st.caption("Gold documents (relevant to the question)")
-ui.document_table(views.document_table(gold_ids, info, gold_ids).drop(columns="rank"), key="questions_gold")
-st.plotly_chart(charts.rank_figure(views.rank_history(rows, question), question), key="questions_rank_chart")
+ui.document_table(questions_views.document_table(gold_ids, info, gold_ids).drop(columns="rank"), key="questions_gold")
+st.plotly_chart(charts.rank_figure(questions_views.rank_history(rows, question), question), key="questions_rank_chart")
 
 left, right = st.columns(2)
 for column, day, ids, key in ((left, then, before, "questions_then_docs"), (right, now, after, "questions_now_docs")):
     with column:
         st.caption(f"Top {k} of {pipeline} on {day}")
-        ui.document_table(views.document_table(ids, info, gold_ids), key=key)
+        ui.document_table(questions_views.document_table(ids, info, gold_ids), key=key)
 
 st.caption(f"Documents ranked above the first gold document on {now} (new: not above it on {then}, so they "
            "displaced it), with the feed they came from and the date they were first ingested")
-table = views.document_table(list(displaced["doc_id"]), info, gold_ids).drop(columns="gold")
+table = questions_views.document_table(list(displaced["doc_id"]), info, gold_ids).drop(columns="gold")
 table["new"] = displaced["new_above"].to_numpy()
 ui.document_table(table, key="questions_displacing",
                   extra={"new": st.column_config.CheckboxColumn("new above gold")})

@@ -7,6 +7,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from pipeline import charts, views
+from pipeline.views import trends as trends_views
 
 ui.page_frame()
 st.title("Trends")
@@ -34,8 +35,8 @@ if not chosen or not shown:
     st.info("Pick at least one metric and one pipeline.", icon=":material/info:")
 for metric in chosen:
     name = views.series_name(metric, k)
-    trend = views.trend(metrics, per_question, metric, k, shown, rules, ks, start, end)
+    trend = trends_views.trend(metrics, per_question, metric, k, shown, rules, ks, start, end)
     points = views.between(views.alert_points(alerts, name, shown), start, end)
     figure = charts.trend_figure(trend, views.metric_label(metric, k), points, events,
-                                 threshold_note=views.threshold_note(metric, k, rules))
+                                 threshold_note=trends_views.threshold_note(metric, k, rules))
     st.plotly_chart(figure, key=f"trends_chart_{metric}")

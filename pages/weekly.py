@@ -8,11 +8,12 @@ import streamlit as st
 
 from pages import _ui as ui
 from pipeline import charts, report, views
+from pipeline.views import weekly as weekly_views
 
 ui.page_frame()
 st.title("Weekly review")
 runs, metrics = ui.runs(), ui.metrics()
-week = st.selectbox("ISO week", views.weeks(runs)[::-1], key="weekly_week")
+week = st.selectbox("ISO week", weekly_views.weeks(runs)[::-1], key="weekly_week")
 review = ui.weekly_review(week)
 k = review.k
 first, last = review.run_dates[0], review.run_dates[-1]

@@ -336,3 +336,46 @@ def weekly_figure(weekly: pd.DataFrame, metric_label: str, week: str, previous: 
     if weekly.empty:
         _empty(fig, "no runs this week")
     return fig
+
+
+STATUS_COLOURS = {ALERT: SEVERITY_COLOURS[ALERT], WARNING: SEVERITY_COLOURS[WARNING], "ok": "#1A7F37"}
+
+
+def sparklines_figure(panels: Sequence[tuple[str, pd.DataFrame, str, pd.DataFrame | None]],
+                      events: pd.DataFrame | None = None, height: int = 170) -> go.Figure:
+    """Small multiples in one row: per panel (title, frame of run_date/value/reference, tone, alert points) the
+    series coloured by its tone ("ok", "warning", "alert"), its reference mean dotted, alert markers and the run
+    events as vertical lines."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=max(1, len(panels)), subplot_titles=[hover_text(t) for t, *_ in panels],
+                        horizontal_spacing=0.04)
+    for col, (title, frame, tone, points) in enumerate(panels, start=1):
+        colour = STATUS_COLOURS.get(tone, STATUS_COLOURS["ok"])
+        fig.add_trace(go.Scatter(x=frame["run_date"], y=frame["value"], mode="lines", line={"color": colour, "width": 2},
+                                 showlegend=False,
+                                 hovertemplate=f"{DATE_HOVER}<br>{hover_text(title)}: %{{y:.3f}}<extra></extra>"),
+                      row=1, col=col)
+        reference = frame["reference"].dropna()
+        if len(reference):
+            fig.add_trace(go.Scatter(x=frame["run_date"], y=frame["reference"], mode="lines", showlegend=False,
+                                     line={"color": REFERENCE_COLOUR, "width": 1, "dash": "dot"},
+                                     hovertemplate="reference period mean: %{y:.3f}<extra></extra>"),
+                          row=1, col=col)
+        if points is not None and len(points):
+            for severity in (ALERT, WARNING):
+                rows = points[points["severity"] == severity]
+                if len(rows):
+                    fig.add_trace(go.Scatter(
+                        x=rows["run_date"], y=rows["value"], mode="markers", showlegend=False,
+                        marker={"symbol": SEVERITY_SYMBOLS[severity], "size": 7, "color": SEVERITY_COLOURS[severity]},
+                        text=[hover_text(m) for m in rows["message"]],
+                        hovertemplate=f"{DATE_HOVER}<br>%{{text}}<extra>{severity}</extra>"), row=1, col=col)
+        for day in ([] if events is None else events["run_date"]):
+            fig.add_vline(x=day, line={"color": EVENT_COLOUR, "width": 1, "dash": "dot"}, row=1, col=col)
+    fig.update_layout(template="plotly_white", height=height, margin={"t": 28, "b": 24, "l": 36, "r": 8},
+                      hovermode="closest")
+    fig.update_annotations(font_size=12)
+    fig.update_xaxes(type="date", tickformat=DATE_TICKS, nticks=4, showgrid=False)
+    fig.update_yaxes(nticks=4)
+    return fig

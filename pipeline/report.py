@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline import store, views
+from pipeline.views import weekly as weekly_views
 from pipeline.alerts import ALERT, WARNING, is_new
 from pipeline.charts import SEVERITY_COLOURS, colour_map
 
@@ -35,12 +36,12 @@ class WeeklyReview:
     end: date
     run_dates: tuple[date, ...]
     k: int  # the cutoff of the summary table, the chart and the regressed questions
-    summary: pd.DataFrame  # views.weekly_means rows at k for REVIEW_METRICS
-    every_metric: pd.DataFrame  # views.weekly_means rows at every k
+    summary: pd.DataFrame  # weekly_views.weekly_means rows at k for REVIEW_METRICS
+    every_metric: pd.DataFrame  # weekly_views.weekly_means rows at every k
     daily: pd.DataFrame  # CHART_METRIC@k per run date and pipeline over both weeks (run_date, pipeline, value)
     alerts: pd.DataFrame  # the week's alerts.csv rows
-    regressions: pd.DataFrame  # views.week_regressions
-    corpus: views.CorpusWeek
+    regressions: pd.DataFrame  # weekly_views.week_regressions
+    corpus: weekly_views.CorpusWeek
     events: pd.DataFrame  # views.run_events of the week
 
 
@@ -48,34 +49,34 @@ def weekly_review(runs: pd.DataFrame, metrics: pd.DataFrame, per_question: pd.Da
                   week: str, k: int | None = None) -> WeeklyReview:
     """The review of one ISO week from the store's frames (nothing is read here)."""
     try:
-        start, end = views.week_bounds(week)
+        start, end = weekly_views.week_bounds(week)
     except ValueError as exc:
         raise ReportError(str(exc)) from None
-    available = views.weeks(runs)
+    available = weekly_views.weeks(runs)
     if week not in available:
         raise ReportError(f"no runs in {week} (weeks with runs: {', '.join(available) or 'none'})")
     k = k if k is not None else views.default_k(metrics[views.K].unique())
-    previous = views.previous_week(week)
-    every = views.weekly_means(metrics, week)
+    previous = weekly_views.previous_week(week)
+    every = weekly_views.weekly_means(metrics, week)
     summary = every[(every[views.K] == k) & every[views.METRIC].isin(REVIEW_METRICS)]
     pipelines = views.values_of(metrics, views.PIPELINE)
     summary = summary.assign(_p=summary[views.PIPELINE].map(pipelines.index),
                              _m=summary[views.METRIC].map(REVIEW_METRICS.index))
     summary = summary.sort_values(["_p", "_m"], kind="stable").drop(columns=["_p", "_m"])
-    both = pd.concat([views.in_week(metrics, previous), views.in_week(metrics, week)])
+    both = pd.concat([weekly_views.in_week(metrics, previous), weekly_views.in_week(metrics, week)])
     daily = views.metric_series(both, CHART_METRIC, k)
-    week_alerts = views.in_week(alerts, week).sort_values([views.RUN_DATE, views.SEVERITY, views.RULE], kind="stable")
+    week_alerts = weekly_views.in_week(alerts, week).sort_values([views.RUN_DATE, views.SEVERITY, views.RULE], kind="stable")
     return WeeklyReview(
         week=week, previous=previous, start=start, end=end,
-        run_dates=tuple(views.run_dates(views.in_week(runs, week))), k=k,
+        run_dates=tuple(views.run_dates(weekly_views.in_week(runs, week))), k=k,
         summary=summary.reset_index(drop=True), every_metric=every, daily=daily,
         alerts=week_alerts.reset_index(drop=True),
-        regressions=views.week_regressions(per_question, week, k, CHART_METRIC, TOP_QUESTIONS),
-        corpus=views.week_corpus(runs, week), events=views.run_events(views.in_week(runs, week)))
+        regressions=weekly_views.week_regressions(per_question, week, k, CHART_METRIC, TOP_QUESTIONS),
+        corpus=weekly_views.week_corpus(runs, week), events=views.run_events(weekly_views.in_week(runs, week)))
 
 
 def latest_week(runs: pd.DataFrame) -> str:
-    available = views.weeks(runs)
+    available = weekly_views.weeks(runs)
     if not available:
         raise ReportError("no runs yet: nothing to review")
     return available[-1]
@@ -98,7 +99,7 @@ def weekly_review_html(data_dir: Path, week: str) -> str:
 
 def week_csv(metrics: pd.DataFrame, week: str) -> str:
     """The week's metrics.csv rows, as the store writes them (ISO dates, the contract's columns)."""
-    rows = views.in_week(metrics, week)
+    rows = weekly_views.in_week(metrics, week)
     return rows.assign(**{views.RUN_DATE: rows[views.RUN_DATE].dt.strftime("%Y-%m-%d")}).to_csv(
         index=False, lineterminator="\n")
 

@@ -19,6 +19,10 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from pipeline import report, store, views
+from pipeline.views import overview as overview_views
+from pipeline.views import questions as questions_views
+from pipeline.views import simulate as simulate_views
+from pipeline.views import weekly as weekly_views
 from pipeline.cli import main
 from pipeline.config import Config
 from pipeline.demo import FIRST_RUN_DAY, build_demo, demo_date
@@ -147,7 +151,7 @@ def test_overview_shows_the_csv_values_against_the_trailing_mean(history, open_a
     latest = metrics["run_date"].max()
     cards = {m.label: m for m in at.metric}
     today = metrics[(metrics["run_date"] == latest) & (metrics["k"] == 5)
-                    & metrics["metric"].isin(views.HEADLINE_METRICS)]
+                    & metrics["metric"].isin(overview_views.HEADLINE_METRICS)]
     assert len(today) == 12  # 3 pipelines x 4 metrics
     for row in today.itertuples():
         card = cards[f"{row.pipeline} · {views.metric_label(row.metric, 5)}"]
@@ -262,8 +266,8 @@ def test_questions_table_names_the_regressed_questions_and_drills_down(history, 
         assert table(at, key)["doc_id"].tolist() == ids
     now_ids = table(at, "questions_now_docs")["doc_id"].tolist()
     displacing = table(at, "questions_displacing")
-    assert displacing["doc_id"].tolist() == views.above_gold(now_ids, gold.relevant_ids)
-    info = views.documents_info(history, displacing["doc_id"].tolist())
+    assert displacing["doc_id"].tolist() == questions_views.above_gold(now_ids, gold.relevant_ids)
+    info = questions_views.documents_info(history, displacing["doc_id"].tolist())
     assert displacing["feed"].tolist() == [info[d]["source"] for d in displacing["doc_id"]]
     assert displacing["first_seen"].tolist() == [info[d]["first_seen"] for d in displacing["doc_id"]]
     ranks = figure(at, "questions_rank_chart")["data"]
@@ -323,7 +327,7 @@ def test_weekly_review_download_is_the_cli_report(history, open_app, monkeypatch
     RecordingStorage.files = {}
     at = visit(open_app(history), "pages/weekly.py")
     week = at.selectbox(key="weekly_week").value
-    assert week == views.weeks(store.read_runs(history))[-1]
+    assert week == weekly_views.weeks(store.read_runs(history))[-1]
     out = tmp_path / "review.html"
     assert main(["report", "--week", week, "--out", str(out), "--data-dir", str(history)]) == 0
     assert RecordingStorage.files[f"driftwatch-review-{week}.html"] == out.read_bytes()
@@ -339,7 +343,7 @@ def tree_hash(folder: Path) -> dict[str, str]:
 
 
 def test_simulation_runs_in_a_sandbox_and_is_discarded(history, open_app):
-    sandbox = views.sandbox_dir(history)
+    sandbox = simulate_views.sandbox_dir(history)
     shutil.rmtree(sandbox, ignore_errors=True)
     before = tree_hash(history)
     at = visit(open_app(history), "pages/simulate.py")
