@@ -226,12 +226,12 @@ def documents() -> pd.DataFrame:
 
 
 @st.cache_data(max_entries=8, show_spinner="Projecting the embeddings…")
-def _projection(directory: str, _config: Config, config_hash: str, reference: date, current: date,
-                stamp: tuple) -> drift_views.Projection:
+def _projection(directory: str, _config: Config, config_hash: str, reference: drift_views.Window,
+                current: drift_views.Window, stamp: tuple) -> drift_views.Projection:
     return drift_views.embedding_projection(Path(directory), _config, reference, current)
 
 
-def projection(reference: date, current: date) -> drift_views.Projection:
+def projection(reference: drift_views.Window, current: drift_views.Window) -> drift_views.Projection:
     directory, settings = data_dir(), config()
     return _projection(str(directory), settings, settings.config_hash(), reference, current, _corpus_stamp(directory))
 
@@ -343,19 +343,22 @@ def alerts_table(frame: pd.DataFrame, key: str) -> None:
 
 
 def document_table(frame: pd.DataFrame, key: str, extra: dict | None = None) -> None:
-    """A questions_views.document_table (titles as text, links as a link column), never rendered as HTML."""
+    """A questions_views.document_table (titles as text, links as a link column), never rendered as HTML; narrow
+    columns so that it fits a page without scrolling sideways (the deleted column only when a document was)."""
     columns = {
-        "rank": st.column_config.NumberColumn("rank", width="small"),
-        "doc_id": st.column_config.TextColumn("doc id"),
-        "title": st.column_config.TextColumn("title", width="large"),
-        "link": st.column_config.LinkColumn("article", display_text="open ↗"),
-        "feed": st.column_config.TextColumn("feed"),
-        "first_seen": st.column_config.TextColumn("first ingested"),
-        "deleted_at": st.column_config.TextColumn("deleted"),
-        "gold": st.column_config.CheckboxColumn("gold"),
+        "rank": st.column_config.NumberColumn("rank", width=50, format="%d"),
+        "doc_id": st.column_config.TextColumn("doc id", width=90),
+        "title": st.column_config.TextColumn("title", width=360),
+        "link": st.column_config.LinkColumn("link", display_text="open ↗", width=60),
+        "feed": st.column_config.TextColumn("feed", width=150),
+        "first_seen": st.column_config.TextColumn("first ingested", width=105),
+        "deleted_at": st.column_config.TextColumn("deleted", width=95),
+        "gold": st.column_config.CheckboxColumn("gold", width=50),
         **(extra or {}),
     }
-    table(frame, key, column_config=columns)
+    if "deleted_at" in frame and not frame["deleted_at"].astype(str).str.strip().any():
+        frame = frame.drop(columns="deleted_at")
+    table(frame, key, column_config=columns, width="stretch")
 
 
 def date_range(label: str, days: Sequence[date], key: str) -> tuple[date, date]:

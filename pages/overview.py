@@ -50,12 +50,12 @@ else:
         before = max([d for d in views.run_dates(runs) if d < story.start.date()] or [story.start.date()])
         worst = overview_views.most_hurt(story)
         links = st.columns(3)
-        links[0].page_link("pages/questions.py", label="The questions that regressed and what displaced them",
+        links[0].page_link("pages/questions.py", label="Questions and documents",
                            icon=":material/quiz:", query_params={"then": str(before), "pipeline": worst} if worst
                            else {"then": str(before)})
-        links[1].page_link("pages/drift.py", label=f"What came in on {story.start:%Y-%m-%d}",
+        links[1].page_link("pages/drift.py", label="What came in (Drift)",
                            icon=":material/scatter_plot:", query_params={"run": f"{story.start:%Y-%m-%d}"})
-        links[2].page_link("pages/alerts.py", label=f"Its {len(story.incidents)} incidents",
+        links[2].page_link("pages/alerts.py", label=f"Its {len(story.incidents)} alert conditions",
                            icon=":material/notifications:")
 
 st.subheader("Last run")

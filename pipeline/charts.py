@@ -221,21 +221,29 @@ def heatmap_figure(matrix: pd.DataFrame, metric_label: str, pipeline: str) -> go
 
 
 def rank_figure(history: pd.DataFrame, question_id: str) -> go.Figure:
-    """A question's first relevant rank over time per pipeline; rank 1 at the top, gaps where no relevant
-    document was within the candidate depth."""
-    fig = go.Figure()
+    """A question's first relevant rank over time, one panel per pipeline (shared date axis); integer ranks with
+    rank 1 at the top, gaps where no relevant document was within the candidate depth."""
+    from plotly.subplots import make_subplots
+
     pipelines = list(pd.unique(history["pipeline"]))
     colours = colour_map(pipelines)
-    for pipeline in pipelines:
+    fig = make_subplots(rows=max(1, len(pipelines)), cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=[hover_text(p) for p in pipelines])
+    for row, pipeline in enumerate(pipelines, start=1):
         rows = history[history["pipeline"] == pipeline]
         fig.add_trace(go.Scatter(
             x=rows["run_date"], y=rows["rank"], mode="lines+markers", name=pipeline, connectgaps=False,
-            line={"color": colours[pipeline], "width": 2}, marker={"size": 6},
-            hovertemplate=f"{DATE_HOVER}<br>{pipeline}: first relevant document at rank %{{y}}<extra></extra>"))
-    _layout(fig, f"Rank of the first relevant document, question {question_id}", DATE_AXIS,
-            "rank (1 = top; gap = not retrieved)")
+            line={"color": colours[pipeline], "width": 2, "shape": "hv"}, marker={"size": 6}, showlegend=False,
+            hovertemplate=f"{DATE_HOVER}<br>{pipeline}: first relevant document at rank %{{y:d}}<extra></extra>"),
+            row=row, col=1)
+    worst = history["rank"].max() if len(history) and history["rank"].notna().any() else 5
+    _layout(fig, f"Rank of the first relevant document, question {question_id} (gap = not retrieved)", DATE_AXIS, "",
+            height=max(260, 120 * len(pipelines) + 90), showlegend=False)
+    fig.update_xaxes(title_text="", row=None)
+    fig.update_xaxes(title_text=DATE_AXIS, row=max(1, len(pipelines)), col=1)
+    fig.update_yaxes(title_text="rank", autorange=False, range=[float(worst) + 0.5, 0.5], tickformat="d",
+                     dtick=1 if worst <= 10 else None)
     date_axis(fig, history["run_date"] if len(history) else None)
-    fig.update_yaxes(autorange="reversed", rangemode="tozero")
     if history.empty:
         _empty(fig, "no rows for this question")
     return fig

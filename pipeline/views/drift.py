@@ -122,6 +122,77 @@ def composition(documents: pd.DataFrame, dates: Iterable[date | pd.Timestamp], b
 
 
 @dataclass(frozen=True)
+class Window:
+    """A span of run dates, both ends included: the documents first seen in it are the window's new content."""
+
+    start: date
+    end: date
+
+    def label(self) -> str:
+        return f"{self.start:%Y-%m-%d}" if self.start == self.end else f"{self.start:%Y-%m-%d} to {self.end:%Y-%m-%d}"
+
+
+def windows(drift: pd.DataFrame, day: date | None = None) -> tuple[Window, Window] | None:
+    """The reference and current windows one run's drift rows compared (the latest run when `day` is None)."""
+    found = drift_window(drift, day)
+    try:
+        dates = [date.fromisoformat(str(found[key])[:10]) for key in ("reference_start", "reference_end",
+                                                                         "current_start")]
+    except (KeyError, ValueError):
+        return None
+    return Window(dates[0], dates[1]), Window(dates[2], found["run_date"])
+
+
+def conclusion(verdicts: pd.DataFrame) -> tuple[str, str]:
+    """The verdict table in a sentence, and its tone ("drifted", "stable" or "not enough data")."""
+    if verdicts.empty:
+        return "not enough data", "No drift statistics for this run yet."
+    drifted = verdicts[verdicts["verdict"] == "drifted"]
+    if len(drifted):
+        names = ", ".join(drifted["statistic"])
+        new = "; ".join(d for d in drifted["what is new"] if d)
+        return "drifted", (f"Drifted: {names} passed both the null and the effect line"
+                           + (f". New: {new}" if new else "") + ".")
+    if (verdicts["verdict"] == "not enough data").all():
+        return "not enough data", "Not enough new chunks in the window to test against the reference."
+    return "stable", ("Stable: no statistic is both significant after Holm's correction and past its effect line "
+                      "(the window's new content is like the reference's).")
+
+
+def in_window(documents: pd.DataFrame, window: Window) -> pd.DataFrame:
+    """The documents first seen within the window."""
+    seen = documents["first_seen"]
+    return documents[(seen >= pd.Timestamp(window.start)) & (seen <= pd.Timestamp(window.end))]
+
+
+def window_composition(documents: pd.DataFrame, reference: Window, current: Window, by: str) -> pd.DataFrame:
+    """New documents per value of `by` (source or category) in the reference and the current window, with
+    their shares: <by>, reference, current, reference_share, current_share, change (of the share); largest
+    change first."""
+    counts = pd.concat([in_window(documents, reference)[by].value_counts().rename("reference"),
+                        in_window(documents, current)[by].value_counts().rename("current")], axis=1).fillna(0)
+    counts = counts.astype("int64")
+    out = counts.assign(reference_share=counts["reference"] / max(1, counts["reference"].sum()),
+                        current_share=counts["current"] / max(1, counts["current"].sum()))
+    out["change"] = out["current_share"] - out["reference_share"]
+    out = out.rename_axis(by).reset_index()
+    return out.sort_values(["change", by], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
+def novel_documents(documents: pd.DataFrame, reference: Window, current: Window) -> pd.DataFrame:
+    """The documents new in the current window, those from a source or category the reference window lacks
+    first: doc_id, first_seen, source, category, new_source, new_category."""
+    before = in_window(documents, reference)
+    rows = in_window(documents, current)
+    rows = rows.assign(new_source=~rows["source"].isin(set(before["source"])),
+                       new_category=~rows["category"].isin(set(before["category"])))
+    rows = rows.assign(_novel=rows["new_source"].astype(int) + rows["new_category"].astype(int))
+    rows = rows.sort_values(["_novel", "source", "category", "first_seen", "doc_id"],
+                            ascending=[False, True, True, True, True], kind="stable")
+    return rows[["doc_id", "first_seen", "source", "category", "new_source", "new_category"]].reset_index(drop=True)
+
+
+@dataclass(frozen=True)
 class Projection:
     """Reference and current chunk embeddings on the reference's first two principal components."""
 
@@ -132,11 +203,12 @@ class Projection:
     n_missing: int  # sampled chunks without a cached embedding, left out
 
 
-def embedding_projection(data_dir: Path, config: Config, reference: date, current: date,
+def embedding_projection(data_dir: Path, config: Config, reference: Window, current: Window,
                          cap: int = 1500, seed: int = 0) -> Projection:
-    """Chunks of both snapshots (as the job chunks them), at most `cap` per side (seeded), with the vectors
-    the job cached under the configured embedder. Read-only: a chunk without a cached vector is left out and
-    counted rather than embedded (embed_cached would load the model and write the cache)."""
+    """The chunks of the documents first seen in each window (as the job chunks them, what the drift statistics
+    compare), at most `cap` per side (seeded), with the vectors the job cached under the configured embedder,
+    on the reference's first two principal components. Read-only: a chunk without a cached vector is left
+    out and counted rather than embedded (embed_cached would load the model and write the cache)."""
     from pipeline.drift import project
     from pipeline.embeddings import Embedder
     from pipeline.job import chunk_documents
@@ -145,8 +217,10 @@ def embedding_projection(data_dir: Path, config: Config, reference: date, curren
     sides: dict[str, tuple[np.ndarray, list]] = {}
     missing = 0
     with Corpus.in_dir(data_dir, readonly=True) as corpus:
-        for side, day in (("reference", reference), ("current", current)):
-            chunks = chunk_documents(config, corpus.snapshot(day))
+        for side, window in (("reference", reference), ("current", current)):
+            fresh = [d for d in corpus.snapshot(window.end) if window.start.isoformat() <= d.first_seen
+                     <= window.end.isoformat()]
+            chunks = chunk_documents(config, fresh)
             rng = np.random.default_rng(seed)
             keep = (np.sort(rng.choice(len(chunks), size=cap, replace=False)) if len(chunks) > cap
                     else range(len(chunks)))
@@ -161,7 +235,7 @@ def embedding_projection(data_dir: Path, config: Config, reference: date, curren
     empty = pd.DataFrame({"side": pd.Series(dtype=object), "x": pd.Series(dtype=float), "y": pd.Series(dtype=float),
                           "chunk_id": pd.Series(dtype=object), "doc_id": pd.Series(dtype=object)})
     if len(ref) < 3 or len(cur) < 1 or ref.shape[1] != cur.shape[1]:
-        return Projection(empty, reference, current, (math.nan, math.nan), missing)
+        return Projection(empty, reference.end, current.end, (math.nan, math.nan), missing)
     ref_xy, cur_xy = project(ref, cur, 2)
     total = float(np.var(ref.astype(np.float64), axis=0).sum())
     explained = tuple(float(v) / total if total else math.nan for v in np.var(ref_xy, axis=0))
@@ -171,7 +245,7 @@ def embedding_projection(data_dir: Path, config: Config, reference: date, curren
         y = xy[:, 1] if xy.shape[1] > 1 else np.zeros(len(xy))
         parts.append(pd.DataFrame({"side": side, "x": xy[:, 0], "y": y, "chunk_id": [c.id for c in chunks],
                                    "doc_id": [c.doc_id for c in chunks]}))
-    return Projection(pd.concat(parts, ignore_index=True), reference, current, explained, missing)
+    return Projection(pd.concat(parts, ignore_index=True), reference.end, current.end, explained, missing)
 
 
 

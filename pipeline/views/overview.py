@@ -188,7 +188,7 @@ def incident_sentence(story) -> str:
     span = (f"ongoing since {story.start:%Y-%m-%d} ({(story.last - story.start).days + 1} days)" if story.ongoing
             else f"from {story.start:%Y-%m-%d} to {story.last:%Y-%m-%d}")
     owner = f"{first['pipeline']} {first['metric']}" if first["pipeline"] else "the corpus"
-    text = f"{span.capitalize()}: {first['rule']} on {owner} ({first['message']})"
+    text = f"{span.capitalize()}: {first['rule']} on {owner} ({short(first['message'])})"
     rest = story.incidents.iloc[1:]
     if len(rest):
         hurt = sorted(set(p for p in rest["pipeline"] if p))
@@ -203,3 +203,12 @@ def most_hurt(story) -> str | None:
     """The pipeline with the most incidents in an episode (None when they concern only the corpus)."""
     owners = story.incidents["pipeline"][story.incidents["pipeline"] != ""]
     return str(owners.value_counts().index[0]) if len(owners) else None
+
+
+SHORT_MESSAGE = 160
+
+
+def short(message: str) -> str:
+    """An alert message's first clause (up to its details in parentheses), at most SHORT_MESSAGE characters."""
+    head = str(message).split(" (", 1)[0].split(". ", 1)[0]
+    return head if len(head) <= SHORT_MESSAGE else head[: SHORT_MESSAGE - 1] + "…"

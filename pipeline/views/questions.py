@@ -102,26 +102,29 @@ def retrieved(per_question: pd.DataFrame, question_id: str, pipeline: str, k: in
     return store.split_ids(row[RETRIEVED].iloc[-1]) if len(row) else []
 
 
-def above_gold(ids: Sequence[str], gold: Iterable[str]) -> list[str]:
-    """The ids ranked above the first gold document (every id when no gold document is among them)."""
-    gold = set(gold)
-    out = []
-    for doc_id in ids:
-        if doc_id in gold:
-            break
-        out.append(doc_id)
-    return out
-
-
 def displacing(per_question: pd.DataFrame, question_id: str, pipeline: str, k: int, then: date, now: date,
                gold: Iterable[str]) -> pd.DataFrame:
-    """The documents that rank above the question's first gold document `now` (within the top k): rank,
-    doc_id, and new_above (True when it was not above the gold document `then`: it displaced it)."""
-    gold = list(gold)
-    above_now = above_gold(retrieved(per_question, question_id, pipeline, k, now), gold)
-    above_then = set(above_gold(retrieved(per_question, question_id, pipeline, k, then), gold))
-    return pd.DataFrame({"rank": range(1, len(above_now) + 1), "doc_id": above_now,
-                         "new_above": [d not in above_then for d in above_now]})
+    """The documents that overtook a gold document from `then` to `now` within the top k: a non-gold document
+    ranked above a gold document now (or anywhere in the top k when that gold document has left it) that
+    ranked below it then (or was not in the top k then). Covers gold documents pushed out of the top k, not
+    only the first one. Columns: rank (now), doc_id, rank_then (<NA>: not in the top k then), displaced (the
+    gold ids it overtook, space separated); best rank first."""
+    gold = list(dict.fromkeys(gold))
+    rank_now = {d: r for r, d in enumerate(retrieved(per_question, question_id, pipeline, k, now), start=1)}
+    rank_then = {d: r for r, d in enumerate(retrieved(per_question, question_id, pipeline, k, then), start=1)}
+    outside = math.inf  # the rank of a document not in the top k
+    rows = []
+    for doc_id, rank in rank_now.items():
+        if doc_id in gold:
+            continue
+        overtaken = [g for g in gold if g in rank_then and rank < rank_now.get(g, outside)
+                     and rank_then.get(doc_id, outside) > rank_then[g]]
+        if overtaken:
+            rows.append({"rank": rank, "doc_id": doc_id, "rank_then": rank_then.get(doc_id),
+                         "displaced": " ".join(overtaken)})
+    frame = pd.DataFrame(rows, columns=["rank", "doc_id", "rank_then", "displaced"])
+    frame["rank_then"] = frame["rank_then"].astype("Int64")
+    return frame
 
 
 def documents_info(data_dir: Path, doc_ids: Sequence[str]) -> dict[str, dict]:
@@ -153,3 +156,16 @@ def document_table(doc_ids: Sequence[str], info: Mapping[str, Mapping], gold: It
 
 
 
+
+
+def default_then(days: Sequence[date], alerts: pd.DataFrame, runs: pd.DataFrame, window: int) -> date:
+    """The "Then" a reviewer wants first: the last run before the latest incident started (so "Now" shows what
+    it changed); without an incident, `window` runs before the latest."""
+    from pipeline.views.alerts import episodes, incidents  # one page's view reads another's: the incident
+
+    stories = episodes(incidents(alerts, runs), runs)
+    if stories:
+        before = [d for d in days if d < stories[-1].start.date()]
+        if before:
+            return before[-1]
+    return days[max(0, len(days) - 1 - window)]
