@@ -115,46 +115,83 @@ def add_levels(fig: go.Figure, levels: Sequence[tuple[float, str]]) -> None:
                       annotation_text=hover_text(f"{name} {value:g}"), annotation_position="top left")
 
 
+def _spans(days: Sequence[pd.Timestamp]) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
+    """Consecutive run dates (gaps under two days) as (first, last) spans."""
+    out: list[list[pd.Timestamp]] = []
+    for day in sorted(pd.to_datetime(pd.Series(list(days))).unique()):
+        day = pd.Timestamp(day)
+        if out and day - out[-1][1] <= pd.Timedelta(days=1):
+            out[-1][1] = day
+        else:
+            out.append([day, day])
+    return [(a, b) for a, b in out]
+
+
 def trend_figure(trend: pd.DataFrame, metric_label: str, points: pd.DataFrame | None = None,
                  events: pd.DataFrame | None = None, *, threshold_note: str = "") -> go.Figure:
-    """A metric@k per pipeline with what the rules test it against (from `views.trend`, which calls the
-    rules' own functions): the drop rule's baseline and the band out to its firing edge, the slow-drift
-    rule's reference mean and edge, the floor, alert markers and run events."""
-    fig = go.Figure()
+    """A metric@k as small multiples, one panel per pipeline (from `views.trends.trend`, which calls the rules'
+    own functions): the series, and for a watched series only the drop rule's baseline and the band out to its
+    firing edge and the slow-drift rule's edge; the configured floor; runs with an alert on the series shaded
+    (red: alert, orange: warning); run events as dotted lines. One short legend for every panel."""
+    from plotly.subplots import make_subplots
+
     pipelines = list(pd.unique(trend["pipeline"]))
     colours = colour_map(pipelines)
+    fig = make_subplots(rows=1, cols=max(1, len(pipelines)), shared_yaxes=True, horizontal_spacing=0.03,
+                        subplot_titles=[hover_text(p) for p in pipelines])
     drop = f" ({threshold_note})" if threshold_note else ""
-    for pipeline in pipelines:
+    shown: set[str] = set()
+
+    def legend(name: str) -> dict:
+        first = name not in shown
+        shown.add(name)
+        return {"name": name, "legendgroup": name, "showlegend": first}
+
+    for col, pipeline in enumerate(pipelines, start=1):
         rows = trend[trend["pipeline"] == pipeline]
         colour = colours[pipeline]
         band = rows.dropna(subset=["baseline", "edge"])
         if len(band):
-            fig.add_trace(go.Scatter(x=band["run_date"], y=band["baseline"], mode="lines", legendgroup=pipeline,
-                                     name=f"{pipeline} baseline", line={"color": colour, "width": 1.5, "dash": "dot"},
-                                     hovertemplate=f"{DATE_HOVER}<br>{pipeline} baseline: %{{y:{VALUE_FORMAT}}}"
-                                                   "<extra></extra>"))
+            fig.add_trace(go.Scatter(x=band["run_date"], y=band["baseline"], mode="lines",
+                                     line={"color": "#555555", "width": 1.2, "dash": "dot"}, **legend("drop baseline"),
+                                     hovertemplate=f"{DATE_HOVER}<br>baseline: %{{y:{VALUE_FORMAT}}}<extra></extra>"),
+                          row=1, col=col)
             fig.add_trace(go.Scatter(
-                x=band["run_date"], y=band["edge"], mode="lines", line={"color": colour, "width": 1, "dash": "dash"},
-                fill="tonexty", fillcolor=_rgba(colour, 0.12), legendgroup=pipeline, name=f"{pipeline} drop edge{drop}",
-                hovertemplate=f"{DATE_HOVER}<br>{pipeline} drop fires past: %{{y:{VALUE_FORMAT}}}<extra></extra>"))
+                x=band["run_date"], y=band["edge"], mode="lines", line={"color": "#555555", "width": 1, "dash": "dash"},
+                fill="tonexty", fillcolor="rgba(85,85,85,0.10)", **legend(f"drop edge{drop}"),
+                hovertemplate=f"{DATE_HOVER}<br>drop fires past: %{{y:{VALUE_FORMAT}}}<extra></extra>"), row=1, col=col)
         slow = rows.dropna(subset=["reference", "reference_edge"])
         if len(slow):
             fig.add_trace(go.Scatter(
-                x=slow["run_date"], y=slow["reference_edge"], mode="lines", legendgroup=pipeline,
-                name=f"{pipeline} slow-drift edge", line={"color": colour, "width": 1, "dash": "longdashdot"},
-                hovertemplate=(f"{DATE_HOVER}<br>{pipeline} slow drift fires when the moving mean passes: "
-                               f"%{{y:{VALUE_FORMAT}}}<extra></extra>")))
+                x=slow["run_date"], y=slow["reference_edge"], mode="lines",
+                line={"color": "#555555", "width": 1, "dash": "longdashdot"}, **legend("slow-drift edge"),
+                hovertemplate=(f"{DATE_HOVER}<br>slow drift fires when the moving mean passes: "
+                               f"%{{y:{VALUE_FORMAT}}}<extra></extra>")), row=1, col=col)
         fig.add_trace(go.Scatter(
-            x=rows["run_date"], y=rows["value"], mode="lines+markers", name=pipeline, legendgroup=pipeline,
-            line={"color": colour, "width": 2.5}, marker={"size": 5},
-            hovertemplate=(f"{DATE_HOVER}<br>{pipeline} {hover_text(metric_label)}: %{{y:{VALUE_FORMAT}}}"
-                           "<extra></extra>")))
+            x=rows["run_date"], y=rows["value"], mode="lines+markers", line={"color": colour, "width": 2.5},
+            marker={"size": 4}, showlegend=False, name=pipeline,
+            hovertemplate=f"{DATE_HOVER}<br>{pipeline} {hover_text(metric_label)}: %{{y:{VALUE_FORMAT}}}<extra></extra>"),
+            row=1, col=col)
+        if points is not None and len(points):
+            mine = points[points["pipeline"].fillna("") == pipeline]
+            for severity in (WARNING, ALERT):  # alert spans drawn over warning spans
+                for first, last in _spans(mine.loc[mine["severity"] == severity, "run_date"]):
+                    fig.add_vrect(x0=first - pd.Timedelta(hours=12), x1=last + pd.Timedelta(hours=12), line_width=0,
+                                  fillcolor=_rgba(SEVERITY_COLOURS[severity], 0.14), layer="below", row=1, col=col)
+        for day in ([] if events is None else events["run_date"]):
+            fig.add_vline(x=day, line={"color": EVENT_COLOUR, "width": 1, "dash": "dot"}, row=1, col=col)
     floors = trend["floor"].dropna().unique() if "floor" in trend else []
-    add_levels(fig, [(float(f), "floor") for f in floors])
-    add_alert_markers(fig, points if points is not None else None)
-    add_events(fig, events)
-    _layout(fig, f"{metric_label} by pipeline", DATE_AXIS, f"{metric_label} (mean over questions, 0–1)")
-    date_axis(fig, trend["run_date"])
+    for value in floors:
+        fig.add_hline(y=float(value), line={"color": "#444444", "width": 1, "dash": "dash"},
+                      annotation_text=hover_text(f"floor {value:g}"), annotation_position="bottom left")
+    for severity in (ALERT, WARNING):
+        if points is not None and (points["severity"] == severity).any():
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"{severity} (shaded runs)",
+                                     marker={"symbol": "square", "size": 12,
+                                             "color": _rgba(SEVERITY_COLOURS[severity], 0.35)}))
+    _layout(fig, f"{metric_label} by pipeline", "", f"{metric_label} (0–1)", height=330)
+    fig.update_layout(legend={"orientation": "h", "yanchor": "bottom", "y": 1.12, "x": 0}, margin={"t": 90, "b": 40})
+    fig.update_xaxes(type="date", tickformat=DATE_TICKS, nticks=5, title_text="")
     if trend.empty:
         _empty(fig, "no runs in the chosen range")
     return fig

@@ -111,13 +111,38 @@ def episodes(incidents_frame: pd.DataFrame, runs: pd.DataFrame) -> list[Episode]
     return out
 
 
-def incidents_display(frame: pd.DataFrame) -> pd.DataFrame:
+def chart_link(pipeline: str, metric: str, start: pd.Timestamp) -> str:
+    """The page that charts an incident's series: Trends for a retrieval series (metric@k, its pipeline), Drift
+    on the incident's first run for a corpus-wide one (a relative URL of the app)."""
+    name, _, k = str(metric).partition("@")
+    if pipeline and k.isdigit():
+        return f"trends?metric={name}&k={k}&pipeline={pipeline}"
+    return f"drift?run={start:%Y-%m-%d}"
+
+
+def incidents_display(frame: pd.DataFrame, silences: Sequence = ()) -> pd.DataFrame:
     """Incidents for a table: dates as dates, the daily values as a list (a sparkline column), the series named
-    with its pipeline."""
+    with its pipeline, the link to its chart and the note of a silence (`notify.Silence`) covering it."""
     out = frame.copy()
     out["series"] = [f"{p} {m}" if p else f"{m} (corpus)" for p, m in zip(out["pipeline"], out["metric"])]
+    out["chart"] = [chart_link(p, m, d) for p, m, d in zip(out["pipeline"], out["metric"], out["start"])]
+    out["silenced"] = [silence_note(r, silences) for r in out.itertuples(index=False)]
     out["start"] = pd.to_datetime(out["start"]).dt.date
     out["last"] = pd.to_datetime(out["last"]).dt.date
     out["daily values"] = [list(v.values()) for v in out["values"]]
     out["state"] = ["ongoing" if o else "ended" for o in out["ongoing"]]
-    return out[["severity", "rule", "series", "start", "days", "runs", "state", "daily values", "value", "message"]]
+    return out[["severity", "rule", "series", "start", "days", "runs", "state", "daily values", "value", "chart",
+                "silenced", "message"]]
+
+
+def silence_note(incident, silences: Sequence) -> str:
+    """"acknowledged: <note>" / "muted to <date>: <note>" for an incident row a silence covers, else ""."""
+    since = f"{pd.Timestamp(incident.start):%Y-%m-%d}"
+    for s in silences:
+        if s.key != (incident.rule, incident.pipeline, incident.metric):
+            continue
+        if s.kind == "acknowledge" and s.since == since:
+            return f"acknowledged: {s.note}"
+        if s.kind == "mute" and (not s.until or s.until >= f"{pd.Timestamp(incident.last):%Y-%m-%d}"):
+            return f"muted{' to ' + s.until if s.until else ''}: {s.note}"
+    return ""
