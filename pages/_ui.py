@@ -153,14 +153,15 @@ def per_question_view(view, *args) -> object:
 
 
 @st.cache_data(max_entries=8, show_spinner="Preparing the review…")
-def _weekly_review(directory: str, stamps: tuple, week: str) -> report.WeeklyReview:
+def _weekly_review(directory: str, stamps: tuple, week: str, texts: tuple) -> report.WeeklyReview:
     frames = [_cached(directory, name, stamp) for name, stamp in zip(REVIEW_FILES, stamps)]
-    return report.weekly_review(*frames, week)
+    return report.weekly_review(*frames, week, gold_texts=dict(texts))
 
 
 def weekly_review(week: str) -> report.WeeklyReview:
     directory = data_dir()
-    return _weekly_review(str(directory), tuple(_stamp(directory / name) for name in REVIEW_FILES), week)
+    texts = tuple(sorted((q, g.question) for q, g in gold().items()))
+    return _weekly_review(str(directory), tuple(_stamp(directory / name) for name in REVIEW_FILES), week, texts)
 
 
 def runs(directory: Path | None = None) -> pd.DataFrame:

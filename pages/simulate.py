@@ -30,7 +30,9 @@ st.caption(views.escape_markdown(f"The scenario runs in a sandbox ({sandbox}): t
 
 left, right = st.columns(2)
 name = left.selectbox("Scenario", SCENARIOS, format_func=lambda s: f"{s}: {SCENARIO_HELP[s]}", key="sim_scenario")
-start = right.selectbox("Start date", days, index=len(days) - 1, key="sim_start")
+# A week before the last run by default: enough re-run days for the rules to answer "would this be caught?".
+start = right.selectbox("Start date", days, index=max(0, len(days) - 1 - config.alerts.window), key="sim_start",
+                        help="The scenario is applied on this date and every later run date is re-run.")
 options: dict = {}
 if name in ("offtopic", "near-duplicates"):
     available = len(pack_articles(name))

@@ -20,6 +20,9 @@ first, last = review.run_dates[0], review.run_dates[-1]
 st.caption(f"{len(review.run_dates)} runs from {first} to {last}, compared with {review.previous}: weekly means of "
            f"the daily runs at k = {k}.")
 
+with st.container(key="weekly_summary", border=True):
+    st.markdown(views.escape_markdown(report.summary_paragraph(review, review.gold_texts)))
+
 names = [m for m in report.REVIEW_METRICS if m in set(review.summary[views.METRIC])]
 metric = st.segmented_control("Chart metric", names, default="recall" if "recall" in names else names[0],
                               format_func=views.metric_label, key="weekly_metric", required=True) or names[0]
