@@ -178,8 +178,13 @@ def trend_figure(trend: pd.DataFrame, metric_label: str, points: pd.DataFrame | 
                 for first, last in _spans(mine.loc[mine["severity"] == severity, "run_date"]):
                     fig.add_vrect(x0=first - pd.Timedelta(hours=12), x1=last + pd.Timedelta(hours=12), line_width=0,
                                   fillcolor=_rgba(SEVERITY_COLOURS[severity], 0.14), layer="below", row=1, col=col)
-        for day in ([] if events is None else events["run_date"]):
+        for day, note in ([] if events is None else zip(events["run_date"], events["events"])):
             fig.add_vline(x=day, line={"color": EVENT_COLOUR, "width": 1, "dash": "dot"}, row=1, col=col)
+            if col == 1:
+                label = note if len(note) <= MAX_EVENT_LABEL else note[: MAX_EVENT_LABEL - 1] + "…"
+                fig.add_annotation(x=day, y=1, yref="y domain", yanchor="bottom", xanchor="left", showarrow=False,
+                                   text=hover_text(label), font={"size": 10, "color": EVENT_COLOUR},
+                                   hovertext=hover_text(f"{pd.Timestamp(day):%Y-%m-%d}: {note}"), row=1, col=1)
     floors = trend["floor"].dropna().unique() if "floor" in trend else []
     for value in floors:
         fig.add_hline(y=float(value), line={"color": "#444444", "width": 1, "dash": "dash"},
@@ -189,9 +194,9 @@ def trend_figure(trend: pd.DataFrame, metric_label: str, points: pd.DataFrame | 
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"{severity} (shaded runs)",
                                      marker={"symbol": "square", "size": 12,
                                              "color": _rgba(SEVERITY_COLOURS[severity], 0.35)}))
-    _layout(fig, f"{metric_label} by pipeline", "", f"{metric_label} (0–1)", height=330)
-    fig.update_layout(legend={"orientation": "h", "yanchor": "bottom", "y": 1.12, "x": 0}, margin={"t": 90, "b": 40})
-    fig.update_xaxes(type="date", tickformat=DATE_TICKS, nticks=5, title_text="")
+    _layout(fig, f"{metric_label} by pipeline", DATE_AXIS, f"{metric_label} (mean over questions, 0–1)", height=360)
+    fig.update_layout(legend={"orientation": "h", "yanchor": "bottom", "y": 1.12, "x": 0}, margin={"t": 90, "b": 50})
+    fig.update_xaxes(type="date", tickformat=DATE_TICKS, nticks=5)
     if trend.empty:
         _empty(fig, "no runs in the chosen range")
     return fig

@@ -403,9 +403,12 @@ def test_embedding_projection_uses_only_cached_vectors(tmp_path):
         assert len(chunks) == 9  # one chunk per document at this size
         vectors = rng.normal(size=(len(chunks), 8)).astype(np.float32)
         corpus.cache_embeddings(key, {text_hash(c.text): v for c, v in zip(chunks[:-1], vectors[:-1])})
-    projection = drift_views.embedding_projection(tmp_path, config, date(2026, 11, 2), date(2026, 11, 3))
+    projection = drift_views.embedding_projection(tmp_path, config, drift_views.Window(date(2026, 11, 2),
+                                                                                      date(2026, 11, 2)),
+                                                  drift_views.Window(date(2026, 11, 3), date(2026, 11, 3)))
     sides = projection.points.groupby("side").size().to_dict()
-    assert sides == {"reference": 6, "current": 8} and projection.n_missing == 1  # d8 has no cached vector
+    # each side is its window's new documents: d0-d5 against d6-d8, of which d8 has no cached vector
+    assert sides == {"reference": 6, "current": 2} and projection.n_missing == 1
     reference = projection.points[projection.points["side"] == "reference"]
     assert reference["x"].mean() == pytest.approx(0, abs=1e-6)  # centred on the reference
     first, second = projection.explained
