@@ -309,6 +309,9 @@ def metric_card(container, label: str, status) -> None:
     reference = status.reference
     delta = None if reference != reference else f"{status.value - reference:+.3f} vs reference"
     colour = DELTA_COLOURS.get(status.severity, "inverse" if status.metric == "unjudged" else "normal")
+    arrow = "auto"
+    if delta is None and status.severity:  # no reference period yet: the card still says a rule fired
+        delta, arrow = f"{status.severity} fired", "off"
     note = f"Value {status.value:.4f}."
     if status.reference_days is not None:
         first, last = status.reference_days
@@ -318,7 +321,7 @@ def metric_card(container, label: str, status) -> None:
     if status.severity:
         note += f" The latest run fired {'an' if status.severity == ALERT else 'a'} {status.severity} on this series."
     container.metric(label, f"{status.value:.3f}", delta, delta_color=colour, border=True, help=note,
-                     icon=SEVERITY_ICONS.get(status.severity))
+                     icon=SEVERITY_ICONS.get(status.severity), delta_arrow=arrow)
 
 
 def table(frame: pd.DataFrame, key: str, **options) -> None:
