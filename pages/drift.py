@@ -57,7 +57,7 @@ if spans:
     st.caption(f"The {len(novel)} documents first seen in the current window ({current.label()}), those from a source "
                "or a category the reference window lacks first.")
     ui.table(novel, "drift_novel", height=min(420, 36 * (len(novel) + 1) + 2), column_config={
-        "doc_id": st.column_config.TextColumn("doc id", width=90), "title": st.column_config.TextColumn(width="large"),
+        "doc_id": st.column_config.TextColumn("doc id", width=90), "title": st.column_config.TextColumn(width=360),
         "first_seen": st.column_config.DateColumn("first seen", format="YYYY-MM-DD", width=100),
         "new_source": st.column_config.CheckboxColumn("new source", width=90),
         "new_category": st.column_config.CheckboxColumn("new category", width=100)})

@@ -4,6 +4,7 @@ the documents that displaced its gold document)."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from pages import _ui as ui
@@ -74,14 +75,13 @@ st.caption(f"Documents that overtook a gold document from {then} to {now} in the
            "it now, or in the top k after it left, and below it (or absent) then. The feed they came from and the date "
            "they were first ingested say where they came from.")
 table = questions_views.document_table(list(displaced["doc_id"]), info, gold_ids).drop(columns="gold")
-table = table.assign(rank_then=displaced["rank_then"].astype("Float64").to_numpy(dtype=float, na_value=float("nan")),
-                     displaced=displaced["displaced"].to_numpy())
+table = table.drop(columns="link").assign(  # the link is in the top-k tables below: this one fits the page
+    rank_then=["–" if r is pd.NA else str(r) for r in displaced["rank_then"]], displaced=displaced["displaced"].to_numpy())
 if table.empty:
     st.success(f"No document overtook a gold document of {question} in the top {k}.", icon=":material/check_circle:")
 else:
     ui.document_table(table, key="questions_displacing", extra={
-        "rank_then": st.column_config.NumberColumn("rank then", format="%d", help="empty: not in the top k then",
-                                                   width=70),
+        "rank_then": st.column_config.TextColumn("rank then", help="–: not in the top k then", width=70),
         "displaced": st.column_config.TextColumn("gold overtaken", width=110)})
 
 st.plotly_chart(charts.rank_figure(questions_views.rank_history(rows, question), question), key="questions_rank_chart")

@@ -309,7 +309,7 @@ def test_demo_questions_show_the_near_duplicate_that_pushed_out_the_gold_documen
                                                                                   screenshots):
     tab, context = open_demo_page(browser, demo_server, "questions?pipeline=dense", screenshots, "questions")
     try:
-        expect(tab.locator(".st-key-questions_then")).to_contain_text("2026-11-12")  # before the incident
+        expect(tab.locator(".st-key-questions_then input")).to_have_value("2026-11-12")  # before the incident
         tab.locator(".st-key-questions_question").click()
         tab.get_by_role("option", name=re.compile(r"^q19:")).click()
         wait_until_idle(tab)

@@ -150,7 +150,8 @@ def conclusion(verdicts: pd.DataFrame) -> tuple[str, str]:
     drifted = verdicts[verdicts["verdict"] == "drifted"]
     if len(drifted):
         names = ", ".join(drifted["statistic"])
-        new = "; ".join(d for d in drifted["what is new"] if d)
+        new = next((d for d in drifted["what is new"] if d), "")  # the details repeat one another: the first
+        new = new if len(new) <= 300 else new[:299] + "…"
         return "drifted", (f"Drifted: {names} passed both the null and the effect line"
                            + (f". New: {new}" if new else "") + ".")
     if (verdicts["verdict"] == "not enough data").all():
