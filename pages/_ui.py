@@ -14,6 +14,8 @@ import pandas as pd
 import streamlit as st
 
 from pipeline import report, store, views
+from pipeline.views import drift as drift_views
+from pipeline.views import questions as questions_views
 from pipeline.alerts import ALERT, WARNING
 from pipeline.config import Config, ConfigError
 from pipeline.corpus import CORPUS_FILE
@@ -151,14 +153,15 @@ def per_question_view(view, *args) -> object:
 
 
 @st.cache_data(max_entries=8, show_spinner="Preparing the review…")
-def _weekly_review(directory: str, stamps: tuple, week: str) -> report.WeeklyReview:
+def _weekly_review(directory: str, stamps: tuple, week: str, texts: tuple) -> report.WeeklyReview:
     frames = [_cached(directory, name, stamp) for name, stamp in zip(REVIEW_FILES, stamps)]
-    return report.weekly_review(*frames, week)
+    return report.weekly_review(*frames, week, gold_texts=dict(texts))
 
 
 def weekly_review(week: str) -> report.WeeklyReview:
     directory = data_dir()
-    return _weekly_review(str(directory), tuple(_stamp(directory / name) for name in REVIEW_FILES), week)
+    texts = tuple(sorted((q, g.question) for q, g in gold().items()))
+    return _weekly_review(str(directory), tuple(_stamp(directory / name) for name in REVIEW_FILES), week, texts)
 
 
 def runs(directory: Path | None = None) -> pd.DataFrame:
@@ -205,7 +208,7 @@ def gold() -> dict:
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _documents_info(directory: str, ids: tuple[str, ...], stamp: tuple) -> dict:
-    return views.documents_info(Path(directory), ids)
+    return questions_views.documents_info(Path(directory), ids)
 
 
 def documents_info(ids: Sequence[str]) -> dict:
@@ -215,7 +218,7 @@ def documents_info(ids: Sequence[str]) -> dict:
 
 @st.cache_data(max_entries=4, show_spinner="Reading the corpus…")
 def _documents(directory: str, stamp: tuple) -> pd.DataFrame:
-    return views.corpus_documents(Path(directory))
+    return drift_views.corpus_documents(Path(directory))
 
 
 def documents() -> pd.DataFrame:
@@ -224,12 +227,12 @@ def documents() -> pd.DataFrame:
 
 
 @st.cache_data(max_entries=8, show_spinner="Projecting the embeddings…")
-def _projection(directory: str, _config: Config, config_hash: str, reference: date, current: date,
-                stamp: tuple) -> views.Projection:
-    return views.embedding_projection(Path(directory), _config, reference, current)
+def _projection(directory: str, _config: Config, config_hash: str, reference: drift_views.Window,
+                current: drift_views.Window, stamp: tuple) -> drift_views.Projection:
+    return drift_views.embedding_projection(Path(directory), _config, reference, current)
 
 
-def projection(reference: date, current: date) -> views.Projection:
+def projection(reference: drift_views.Window, current: drift_views.Window) -> drift_views.Projection:
     directory, settings = data_dir(), config()
     return _projection(str(directory), settings, settings.config_hash(), reference, current, _corpus_stamp(directory))
 
@@ -300,19 +303,25 @@ def empty_state(directory: Path) -> None:
 # --- rendering helpers ----------------------------------------------------------------------------------------
 
 
-def metric_card(container, label: str, row, window: int) -> None:
-    """A series' latest value against its trailing mean; the delta red (alert) or orange (warning) when an
-    alert fired on it in the latest run. `row` is a views.headline row."""
-    severity = row.severity
-    change = row.change
-    delta = None if pd.isna(change) else f"{change:+.3f} vs {window}-run mean"
-    colour = DELTA_COLOURS.get(severity, "inverse" if row.metric == "unjudged" else "normal")
-    mean = "no earlier run" if pd.isna(row.trailing_mean) else f"{row.trailing_mean:.4f}"
-    note = f"Value {row.value:.4f}; mean of the previous {window} runs {mean}."
-    if severity:
-        note += f" The latest run fired {'an' if severity == ALERT else 'a'} {severity} on this series."
-    container.metric(label, f"{row.value:.3f}", delta, delta_color=colour, border=True, help=note,
-                     icon=SEVERITY_ICONS.get(severity), chart_data=list(row.history) or None)
+def metric_card(container, label: str, status) -> None:
+    """A series' latest value (a views.overview.SeriesStatus) against its reference period: the delta is the
+    change from the reference mean, red (alert) or orange (warning) when a rule fired on the series."""
+    reference = status.reference
+    delta = None if reference != reference else f"{status.value - reference:+.3f} vs reference"
+    colour = DELTA_COLOURS.get(status.severity, "inverse" if status.metric == "unjudged" else "normal")
+    arrow = "auto"
+    if delta is None and status.severity:  # no reference period yet: the card still says a rule fired
+        delta, arrow = f"{status.severity} fired", "off"
+    note = f"Value {status.value:.4f}."
+    if status.reference_days is not None:
+        first, last = status.reference_days
+        note += f" Reference period {first:%Y-%m-%d} to {last:%Y-%m-%d}: mean {reference:.4f}."
+    if status.week_ago_day is not None:
+        note += f" A week ago ({status.week_ago_day:%Y-%m-%d}): {status.week_ago:.4f}."
+    if status.severity:
+        note += f" The latest run fired {'an' if status.severity == ALERT else 'a'} {status.severity} on this series."
+    container.metric(label, f"{status.value:.3f}", delta, delta_color=colour, border=True, help=note,
+                     icon=SEVERITY_ICONS.get(status.severity), delta_arrow=arrow)
 
 
 def table(frame: pd.DataFrame, key: str, **options) -> None:
@@ -338,19 +347,22 @@ def alerts_table(frame: pd.DataFrame, key: str) -> None:
 
 
 def document_table(frame: pd.DataFrame, key: str, extra: dict | None = None) -> None:
-    """A views.document_table (titles as text, links as a link column), never rendered as HTML."""
+    """A questions_views.document_table (titles as text, links as a link column), never rendered as HTML; narrow
+    columns so that it fits a page without scrolling sideways (the deleted column only when a document was)."""
     columns = {
-        "rank": st.column_config.NumberColumn("rank", width="small"),
-        "doc_id": st.column_config.TextColumn("doc id"),
-        "title": st.column_config.TextColumn("title", width="large"),
-        "link": st.column_config.LinkColumn("article", display_text="open ↗"),
-        "feed": st.column_config.TextColumn("feed"),
-        "first_seen": st.column_config.TextColumn("first ingested"),
-        "deleted_at": st.column_config.TextColumn("deleted"),
-        "gold": st.column_config.CheckboxColumn("gold"),
+        "rank": st.column_config.NumberColumn("rank", width=50, format="%d"),
+        "doc_id": st.column_config.TextColumn("doc id", width=90),
+        "title": st.column_config.TextColumn("title", width=360),
+        "link": st.column_config.LinkColumn("link", display_text="open ↗", width=60),
+        "feed": st.column_config.TextColumn("feed", width=150),
+        "first_seen": st.column_config.TextColumn("first ingested", width=105),
+        "deleted_at": st.column_config.TextColumn("deleted", width=95),
+        "gold": st.column_config.CheckboxColumn("gold", width=50),
         **(extra or {}),
     }
-    table(frame, key, column_config=columns)
+    if "deleted_at" in frame and not frame["deleted_at"].astype(str).str.strip().any():
+        frame = frame.drop(columns="deleted_at")
+    table(frame, key, column_config=columns, width="stretch")
 
 
 def date_range(label: str, days: Sequence[date], key: str) -> tuple[date, date]:

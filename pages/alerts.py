@@ -1,18 +1,21 @@
-"""Alerts: the alert log, filtered by severity, rule, pipeline and date."""
+"""Alerts: the alert log as incidents (one ongoing condition is one row with its start, duration, daily values and a
+link to its chart), acknowledging or muting one with a note (kept in the data directory's mutes.json, honoured by
+the notifier), and the raw rows, filtered by severity, rule, pipeline and date."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from pages import _ui as ui
-from pipeline import charts, views
+from pipeline import charts, notify, views
 from pipeline.alerts import is_new
+from pipeline.views import alerts as alerts_views
 
 CORPUS_WIDE = "(corpus)"  # how alerts that concern no single pipeline are offered in the filter
 
 ui.page_frame()
 st.title("Alerts")
-alerts, runs = ui.alerts(), ui.runs()
+alerts, runs, directory = ui.alerts(), ui.runs(), ui.data_dir()
 c1, c2, c3 = st.columns(3)
 severities = c1.multiselect("Severity", views.values_of(alerts, views.SEVERITY), key="alerts_severity",
                             placeholder="all")
@@ -20,10 +23,64 @@ rules = c2.multiselect("Rule", sorted(views.values_of(alerts, views.RULE)), key=
 pipelines = c3.multiselect("Pipeline", [p or CORPUS_WIDE for p in views.values_of(alerts, views.PIPELINE)],
                            key="alerts_pipeline", placeholder="all")
 start, end = ui.date_range("Date range", views.run_dates(runs), key="alerts_dates")
-log = views.filter_alerts(alerts, severities=severities, rules=rules, start=start, end=end,
-                          pipelines=["" if p == CORPUS_WIDE else p for p in pipelines])
+log = alerts_views.filter_alerts(alerts, severities=severities, rules=rules, start=start, end=end,
+                                 pipelines=["" if p == CORPUS_WIDE else p for p in pipelines])
+try:
+    silences = notify.read_silences(directory)
+except notify.SilenceError as exc:
+    ui.error(exc)
+    silences = []
 
-st.plotly_chart(charts.alerts_timeline_figure(views.alert_counts(log)), key="alerts_chart")
+found = alerts_views.incidents(log, runs)
+ongoing = int(found["ongoing"].sum()) if len(found) else 0
+st.subheader(f"Incidents ({len(found)}, {ongoing} ongoing)")
+st.caption("One row per condition: the alert rows of one rule on one series from the run it started (the rules' "
+           "`since`) to its last. Open its chart from the chart column.")
+if found.empty:
+    st.success("No alert in the selection.", icon=":material/check_circle:")
+else:
+    ui.table(alerts_views.incidents_display(found, silences), "alerts_incidents", width="stretch", column_config={
+        "start": st.column_config.DateColumn("start", format="YYYY-MM-DD", width=100),
+        "days": st.column_config.NumberColumn("days", format="%d", width=50),
+        "runs": st.column_config.NumberColumn("runs", format="%d", width=50),
+        "daily values": st.column_config.LineChartColumn("daily values", width=120),
+        "value": st.column_config.NumberColumn("last value", format="%.3f", width=80),
+        "chart": st.column_config.LinkColumn("chart", display_text="open ↗", width=60),
+        "silenced": st.column_config.TextColumn("silenced", width=110),
+        "message": st.column_config.TextColumn("last message", width=220)})
+
+    with st.expander("Acknowledge or mute an incident", key="alerts_silence"):
+        labels = {i: f"{r.rule} on {r.pipeline or 'the corpus'} {r.metric}, since {r.start:%Y-%m-%d}"
+                  for i, r in found.iterrows()}
+        chosen = st.selectbox("Incident", list(labels), format_func=labels.get, key="alerts_silence_incident")
+        kind = st.radio("What", [notify.ACKNOWLEDGE, notify.MUTE], horizontal=True, key="alerts_silence_kind",
+                        format_func={notify.ACKNOWLEDGE: "acknowledge this incident (it pages again if it comes "
+                                     "back later)", notify.MUTE: "mute the series until a date"}.get)
+        until = st.date_input("Muted until (inclusive)", value=None, key="alerts_silence_until",
+                              disabled=kind != notify.MUTE, help="empty: until lifted")
+        note = st.text_input("Note (who, why)", key="alerts_silence_note")
+        if st.button("Save", key="alerts_silence_save", icon=":material/notifications_off:"):
+            row = found.loc[chosen]
+            try:
+                notify.add_silence(directory, notify.Silence(
+                    kind, row["rule"], row["pipeline"], row["metric"], note,
+                    since=f"{row['start']:%Y-%m-%d}" if kind == notify.ACKNOWLEDGE else "",
+                    until=str(until) if kind == notify.MUTE and until else ""))
+            except notify.SilenceError as exc:
+                ui.error(exc)
+            else:
+                st.rerun()
+        for number, s in enumerate(silences):
+            left, right = st.columns([5, 1])
+            left.caption(views.escape_markdown(f"{s.kind}: {s.rule} on {s.pipeline or 'the corpus'} {s.metric}"
+                                               f"{' since ' + s.since if s.since else ''}"
+                                               f"{' until ' + s.until if s.until else ''}: {s.note} ({s.created})"))
+            if right.button("Lift", key=f"alerts_lift_{number}"):
+                notify.lift_silence(directory, s.kind, s.key)
+                st.rerun()
+
+st.plotly_chart(charts.alerts_timeline_figure(alerts_views.alert_counts(log)), key="alerts_chart")
 new = int(is_new(log).sum()) if len(log) else 0
-st.caption(f"{len(log)} alert rows ({new} new, {len(log) - new} continuing an alert of the previous run).")
-ui.alerts_table(log, "alerts_table")
+with st.expander(f"The {len(log)} alert rows ({new} new, {len(log) - new} continuing an alert of the previous run)",
+                 key="alerts_rows"):
+    ui.alerts_table(log, "alerts_table")

@@ -1,6 +1,6 @@
-"""Drift: the verdict of the latest run's drift statistics (what entered in the current window against the
-reference window, each statistic with its null), the statistics over time beside their nulls, the top-1 cosine,
-the unjudged share, a projection of reference and current embeddings, and the corpus composition."""
+"""Drift: the verdict of a run's drift statistics first (what entered in the current window against the reference
+window, each statistic with its null), then what came in (composition by source and category, the novel documents,
+the projection of the current window against the reference), then the statistics over time beside their nulls."""
 
 from __future__ import annotations
 
@@ -8,26 +8,68 @@ import streamlit as st
 
 from pages import _ui as ui
 from pipeline import charts, drift as stats, views
+from pipeline.views import drift as drift_views
+
+TONES = {"drifted": st.error, "stable": st.success, "not enough data": st.info}
 
 ui.page_frame()
 st.title("Drift")
 config, drift, metrics, alerts, runs = ui.config(), ui.drift(), ui.metrics(), ui.alerts(), ui.runs()
 events = views.run_events(runs)
 days = views.run_dates(runs)
-chosen = st.selectbox("Run", days, index=len(days) - 1, key="drift_run") if days else None
-window = views.drift_window(drift, chosen)
-if window:
-    st.caption(f"Chunks new from {window['current_start']} to {window['run_date']} ({window['n_current']}) against those "
-               f"new from {window['reference_start']} to {window['reference_end']} ({window['n_reference']}), the "
-               "reference window (rolling, or pinned by `python -m pipeline rebaseline`). Drifted: significant after "
-               "Holm's correction over the statistics AND at or above its effect line; the null is what the statistic "
-               "reads when nothing changed, at these sample sizes.")
-verdicts = views.drift_verdicts(drift, chosen)
+asked = next((d for d in days if str(d) == st.query_params.get("run")), days[-1])  # the Overview's incident link
+chosen = st.selectbox("Run", days, index=days.index(asked), key="drift_run")
+spans = drift_views.windows(drift, chosen)
+verdicts = drift_views.drift_verdicts(drift, chosen)
+tone, sentence = drift_views.conclusion(verdicts)
+with st.container(key="drift_conclusion"):
+    TONES[tone](views.escape_markdown(sentence), icon=":material/troubleshoot:")
+if spans:
+    reference, current = spans
+    window = drift_views.drift_window(drift, chosen)
+    st.caption(f"Chunks new in {current.label()} ({window['n_current']}) against those new in {reference.label()} "
+               f"({window['n_reference']}), the reference window (rolling, or pinned by `python -m pipeline "
+               "rebaseline`). Drifted: significant after Holm's correction over the statistics AND at or above its "
+               "effect line; the null is what the statistic reads when nothing changed, at these sample sizes.")
 ui.table(verdicts, "drift_verdicts", column_config={
     "value": st.column_config.NumberColumn(format="%.3f"), "null 95%": st.column_config.NumberColumn(format="%.3f"),
     "effect line": st.column_config.NumberColumn(format="%.2f"), "p (Holm)": st.column_config.NumberColumn(format="%.3g"),
     "what is new": st.column_config.TextColumn(width="large")})
 
+if spans:
+    documents = ui.documents()
+    st.subheader("What came in")
+    columns = st.columns(2)
+    for column, by in zip(columns, ("source", "category")):
+        with column:
+            ui.table(drift_views.window_composition(documents, reference, current, by), f"drift_composition_{by}",
+                     column_config={
+                         by: st.column_config.TextColumn(by), "reference": st.column_config.NumberColumn(
+                             "ref.", format="%d", help=f"new documents in the reference window {reference.label()}"),
+                         "current": st.column_config.NumberColumn(
+                             "current", format="%d", help=f"new documents in the current window {current.label()}"),
+                         "reference_share": st.column_config.NumberColumn("ref. %", format="percent"),
+                         "current_share": st.column_config.NumberColumn("current %", format="percent"),
+                         "change": st.column_config.NumberColumn("change", format="percent")}, width="stretch")
+    novel = drift_views.novel_documents(documents, reference, current)
+    info = ui.documents_info(list(novel["doc_id"]))
+    novel.insert(1, "title", [info.get(d, {}).get("title", "") for d in novel["doc_id"]])
+    st.caption(f"The {len(novel)} documents first seen in the current window ({current.label()}), those from a source "
+               "or a category the reference window lacks first.")
+    ui.table(novel, "drift_novel", height=min(420, 36 * (len(novel) + 1) + 2), column_config={
+        "doc_id": st.column_config.TextColumn("doc id", width=90), "title": st.column_config.TextColumn(width=360),
+        "first_seen": st.column_config.DateColumn("first seen", format="YYYY-MM-DD", width=100),
+        "new_source": st.column_config.CheckboxColumn("new source", width=90),
+        "new_category": st.column_config.CheckboxColumn("new category", width=100)})
+
+    projection = ui.projection(reference, current)
+    st.plotly_chart(charts.projection_figure(projection.points, reference.label(), current.label(),
+                                             projection.explained), key="drift_projection_chart")
+    if projection.n_missing:
+        st.caption(f"{projection.n_missing} sampled chunks have no cached embedding under {config.embedder.model} "
+                   "and are left out (the dashboard never loads the model).")
+
+st.subheader("Over time")
 left, right = st.columns(2)
 for column, statistic, title, unit in (
         (left, stats.PSI_MEAN.name, "PSI, mean over the principal components", "PSI (unitless, ≥ 0)"),
@@ -36,37 +78,23 @@ for column, statistic, title, unit in (
         (right, stats.NEW_CATEGORIES.name, "Share of new chunks in categories the reference lacks",
          "share of new chunks (0–1)")):
     with column:
-        st.plotly_chart(charts.lines_figure(views.drift_against_null(drift, statistic), views.STATISTIC, title, unit,
-                                            events=events), key=f"drift_chart_{statistic}")
+        st.plotly_chart(charts.lines_figure(drift_views.drift_against_null(drift, statistic), views.STATISTIC, title,
+                                            unit, events=events), key=f"drift_chart_{statistic}")
 
-cosines = views.top1_statistics(drift)
+cosines = drift_views.top1_statistics(drift)
 st.plotly_chart(charts.lines_figure(
-    views.drift_series(drift, list(cosines)), views.STATISTIC, "Mean cosine of each question to its top-1 chunk",
+    drift_views.drift_series(drift, list(cosines)), views.STATISTIC, "Mean cosine of each question to its top-1 chunk",
     "cosine similarity (−1 to 1)", events=events, labels=cosines), key="drift_top1_chart")
 
 ks = sorted(int(k) for k in metrics[views.K].unique())
-if ks:
-    k = st.selectbox("Cutoff k for unjudged", ks, index=ks.index(views.default_k(ks)), key="drift_k")
-    st.plotly_chart(charts.lines_figure(
-        views.metric_series(metrics, "unjudged", k), views.PIPELINE, f"Unjudged share of the top {k}",
-        f"unjudged@{k} (share of the top {k} the gold set does not judge, 0–1)", events=events,
-        points=views.alert_points(alerts, views.series_name("unjudged", k))), key="drift_unjudged_chart")
+k = st.selectbox("Cutoff k for unjudged", ks, index=ks.index(views.default_k(ks)), key="drift_k")
+st.plotly_chart(charts.lines_figure(
+    views.metric_series(metrics, "unjudged", k), views.PIPELINE, f"Unjudged share of the top {k}",
+    f"unjudged@{k} (share of the top {k} the gold set does not judge, 0–1)", events=events,
+    points=views.alert_points(alerts, views.series_name("unjudged", k))), key="drift_unjudged_chart")
 
-st.subheader("Reference and current embeddings")
-reference = views.reference_date(drift, ui.data_dir())
-current = st.selectbox("Current date", days, index=len(days) - 1, key="drift_current") if days else None
-if reference is None or current is None:
-    st.info("No reference yet.", icon=":material/info:")
-else:
-    projection = ui.projection(reference, current)
-    st.plotly_chart(charts.projection_figure(projection.points, str(reference), str(current), projection.explained),
-                    key="drift_projection_chart")
-    if projection.n_missing:
-        st.caption(f"{projection.n_missing} sampled chunks have no cached embedding under {config.embedder.model} "
-                   "and are left out (the dashboard never loads the model).")
-
-st.subheader("Corpus composition")
+st.subheader("Corpus composition over time")
 by = st.segmented_control("Group by", ["source", "category"], default="source", key="drift_composition_by",
                           required=True)
-st.plotly_chart(charts.composition_figure(views.composition(ui.documents(), days, by or "source"), by or "source"),
-                key="drift_composition_chart")
+st.plotly_chart(charts.composition_figure(drift_views.composition(ui.documents(), days, by or "source"),
+                                          by or "source"), key="drift_composition_chart")

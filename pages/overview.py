@@ -1,5 +1,6 @@
-"""Overview: each pipeline's latest metrics against their trailing mean, the open alerts, the last run and the
-corpus size over time."""
+"""Overview: per pipeline a verdict (ok / warning / alert) with its reason against the reference period and last
+week, its series as coloured sparklines with event and alert marks, the last incident with its cause and links to
+the pages that explain it, and the last run."""
 
 from __future__ import annotations
 
@@ -7,30 +8,55 @@ import streamlit as st
 
 from pages import _ui as ui
 from pipeline import charts, views
+from pipeline.views import alerts as alerts_views, overview as overview_views
+
+STATUS_BOXES = {"alert": st.error, "warning": st.warning, "ok": st.success}
+STATUS_ICONS = {"alert": ":material/error:", "warning": ":material/warning:", "ok": ":material/check_circle:"}
 
 ui.page_frame()
 st.title("Overview")
 config, metrics, alerts, runs = ui.config(), ui.metrics(), ui.alerts(), ui.runs()
-window = config.alerts.window
+events = views.run_events(runs)
 
 ks = sorted(int(k) for k in metrics[views.K].unique())
 k = st.selectbox("Cutoff k", ks, index=ks.index(views.default_k(ks)), key="overview_k",
                  help="The rank cutoff of the metrics shown (the alert rules watch the largest k not above 5).")
-cards = views.headline(metrics, alerts, k, window)
-st.caption(f"Latest run's value of each metric, mean over the gold questions; the delta is the change against the "
-           f"mean of the previous {window} runs, red or orange when an alert or a warning fired on the series.")
-for pipeline in views.values_of(cards, views.PIPELINE):
-    row_cards = cards[cards[views.PIPELINE] == pipeline]
-    columns = st.columns(len(row_cards))
-    for column, row in zip(columns, row_cards.itertuples(index=False)):
-        ui.metric_card(column, f"{pipeline} · {views.metric_label(row.metric, k)}", row, window)
+st.caption(f"Each pipeline's latest run against the rules' reference period (its first {config.alerts.reference_runs} "
+           "runs) and a week ago. Red: an alert fired on the series; orange: a warning fired, or it is worse than its "
+           "reference by more than half the drop rule's practical threshold. Dotted: the reference mean; vertical "
+           "lines: run notes; markers: alerts.")
 
-st.subheader("Open alerts")
-open_rows = views.open_alerts(alerts, runs)
-if open_rows.empty:
-    st.success("No alert on the latest run.", icon=":material/check_circle:")
+for verdict in overview_views.verdicts(metrics, alerts, k, config.alerts):
+    with st.container(border=True, key=f"overview_verdict_{verdict.pipeline}"):
+        STATUS_BOXES[verdict.status](views.escape_markdown(f"{verdict.pipeline}: {verdict.status}. {verdict.reason}"),
+                                     icon=STATUS_ICONS[verdict.status])
+        columns = st.columns(len(verdict.series))
+        for column, status in zip(columns, verdict.series):
+            ui.metric_card(column, f"{verdict.pipeline} · {views.metric_label(status.metric, k)}", status)
+        panels = [(views.metric_label(s.metric, k), overview_views.sparkline(metrics, s), overview_views.tone(s, config.alerts),
+                   views.alert_points(alerts, views.series_name(s.metric, k), [verdict.pipeline]))
+                  for s in verdict.series]
+        st.plotly_chart(charts.sparklines_figure(panels, events), key=f"overview_sparklines_{verdict.pipeline}",
+                        config={"displayModeBar": False})
+
+st.subheader("Last incident")
+stories = alerts_views.episodes(alerts_views.incidents(alerts, runs), runs)
+if not stories:
+    st.success("No alert has fired in this history.", icon=":material/check_circle:")
 else:
-    ui.alerts_table(open_rows.drop(columns=[views.RUN_DATE]), "overview_open_alerts")
+    story = stories[-1]
+    with st.container(key="overview_incident"):
+        st.markdown(views.escape_markdown(overview_views.incident_sentence(story)))
+        before = max([d for d in views.run_dates(runs) if d < story.start.date()] or [story.start.date()])
+        worst = overview_views.most_hurt(story)
+        links = st.columns(3)
+        links[0].page_link("pages/questions.py", label="Questions and documents",
+                           icon=":material/quiz:", query_params={"then": str(before), "pipeline": worst} if worst
+                           else {"then": str(before)})
+        links[1].page_link("pages/drift.py", label="What came in (Drift)",
+                           icon=":material/scatter_plot:", query_params={"run": f"{story.start:%Y-%m-%d}"})
+        links[2].page_link("pages/alerts.py", label=f"Its {len(story.incidents)} alert conditions",
+                           icon=":material/notifications:")
 
 st.subheader("Last run")
 last = views.last_run(runs)
@@ -39,11 +65,10 @@ columns[0].metric("Run date", f"{last[views.RUN_DATE]:%Y-%m-%d}", help=f"finishe
 columns[1].metric("Status", str(last["status"]))
 columns[2].metric("Feeds ok / failed", f"{last['feeds_ok']} / {last['feeds_failed']}")
 columns[3].metric("Documents", f"{last[views.DOCS_TOTAL]:,}",
-                  f"+{last['docs_new']} / ~{last['docs_updated']} / −{last['docs_deleted']}", delta_color="off", delta_arrow="off",
-                  help=f"{last['docs_new']} new, {last['docs_updated']} updated and {last['docs_deleted']} deleted "
-                       "documents in the last run.")
+                  f"+{last['docs_new']} / ~{last['docs_updated']} / −{last['docs_deleted']}", delta_color="off",
+                  delta_arrow="off", help=f"{last['docs_new']} new, {last['docs_updated']} updated and "
+                                          f"{last['docs_deleted']} deleted documents in the last run.")
 columns[4].metric("Duration", f"{last['seconds']:.1f} s")
 if str(last[views.EVENTS]).strip():
     st.caption(views.escape_markdown(f"Note: {last[views.EVENTS]}"))
-
 st.plotly_chart(charts.corpus_size_figure(runs), key="overview_chart")

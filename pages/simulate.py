@@ -8,6 +8,8 @@ import streamlit as st
 
 from pages import _ui as ui
 from pipeline import charts, store, views
+from pipeline.views import drift as drift_views
+from pipeline.views import simulate as simulate_views
 from pipeline.demo import pack_articles
 from pipeline.drift import EVIDENTLY_SCORE, PSI_MEAN
 from pipeline.errors import DriftwatchError
@@ -20,7 +22,7 @@ SCENARIO_HELP = {"offtopic": "inject off-topic (sports) documents", "near-duplic
 ui.page_frame()
 st.title("Simulate")
 source, config, runs = ui.data_dir(), ui.config(), ui.runs()
-sandbox = views.sandbox_dir(source)
+sandbox = simulate_views.sandbox_dir(source)
 days = views.run_dates(runs)
 st.caption(views.escape_markdown(f"The scenario runs in a sandbox ({sandbox}): the history is copied there, the "
                                  "change applied on the start date and every later run date re-run. The production "
@@ -28,7 +30,9 @@ st.caption(views.escape_markdown(f"The scenario runs in a sandbox ({sandbox}): t
 
 left, right = st.columns(2)
 name = left.selectbox("Scenario", SCENARIOS, format_func=lambda s: f"{s}: {SCENARIO_HELP[s]}", key="sim_scenario")
-start = right.selectbox("Start date", days, index=len(days) - 1, key="sim_start")
+# A week before the last run by default: enough re-run days for the rules to answer "would this be caught?".
+start = right.selectbox("Start date", days, index=max(0, len(days) - 1 - config.alerts.window), key="sim_start",
+                        help="The scenario is applied on this date and every later run date is re-run.")
 options: dict = {}
 if name in ("offtopic", "near-duplicates"):
     available = len(pack_articles(name))
@@ -60,7 +64,7 @@ if st.button("Run the simulation", key="sim_run", type="primary", icon=":materia
     except (DriftwatchError, store.LockError) as exc:  # any bad input: say so, keep the page
         ui.error(exc)
 
-made = views.sandbox_info(sandbox, source)
+made = simulate_views.sandbox_info(sandbox, source)
 st.subheader("Original against simulated")
 if made is None:
     st.info("No simulation yet: pick a scenario and run it. The charts show the original series.",
@@ -77,7 +81,7 @@ k = c2.selectbox("Cutoff k", ks, index=ks.index(views.default_k(ks)), key="sim_k
 label = views.metric_label(metric, k)
 start = made.start if made else None
 simulated = {name: ui.read(name, sandbox) for name in (store.METRICS, store.DRIFT, store.ALERTS)} if made else None
-table = views.side_by_side(
+table = simulate_views.side_by_side(
     views.metric_series(metrics, metric, k),
     views.metric_series(simulated[store.METRICS], metric, k) if simulated else None, views.PIPELINE)
 fired = views.between(views.alert_points(simulated[store.ALERTS], views.series_name(metric, k)),
@@ -85,8 +89,8 @@ fired = views.between(views.alert_points(simulated[store.ALERTS], views.series_n
 st.plotly_chart(charts.comparison_figure(table, views.PIPELINE, f"{label}: original (solid) vs simulated (dashed)",
                                          f"{label} (mean over questions, 0–1)", start, fired), key="sim_chart")
 statistics = [PSI_MEAN.name, EVIDENTLY_SCORE.name]
-drift = views.side_by_side(views.drift_series(ui.drift(), statistics),
-                           views.drift_series(simulated[store.DRIFT], statistics) if simulated else None,
+drift = simulate_views.side_by_side(drift_views.drift_series(ui.drift(), statistics),
+                           drift_views.drift_series(simulated[store.DRIFT], statistics) if simulated else None,
                            views.STATISTIC)
 st.plotly_chart(charts.comparison_figure(drift, views.STATISTIC, "Drift: original (solid) vs simulated (dashed)",
                                          "PSI mean (≥ 0) / Evidently AUC (0–1)", start), key="sim_drift_chart")

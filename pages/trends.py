@@ -7,6 +7,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from pipeline import charts, views
+from pipeline.views import trends as trends_views
 
 ui.page_frame()
 st.title("Trends")
@@ -18,10 +19,14 @@ names = views.values_of(metrics, views.METRIC)
 pipelines = views.values_of(metrics, views.PIPELINE)
 ks = sorted(int(k) for k in metrics[views.K].unique())
 left, middle, right = st.columns([2, 2, 1])
-chosen = left.multiselect("Metrics", names, default=[n for n in ("recall", "mrr") if n in names] or names[:1],
+asked = st.query_params  # an incident's chart link names its metric, k and pipeline
+asked_k = int(asked["k"]) if str(asked.get("k", "")).isdigit() and int(asked["k"]) in ks else None
+chosen = left.multiselect("Metrics", names, default=[asked["metric"]] if asked.get("metric") in names else
+                          [n for n in ("recall", "mrr") if n in names] or names[:1],
                           format_func=views.metric_label, key="trends_metrics")
-shown = middle.multiselect("Pipelines", pipelines, default=pipelines, key="trends_pipelines")
-k = right.selectbox("Cutoff k", ks, index=ks.index(views.default_k(ks)), key="trends_k")
+shown = middle.multiselect("Pipelines", pipelines, key="trends_pipelines",
+                           default=[asked["pipeline"]] if asked.get("pipeline") in pipelines else pipelines)
+k = right.selectbox("Cutoff k", ks, index=ks.index(asked_k or views.default_k(ks)), key="trends_k")
 start, end = ui.date_range("Date range", views.run_dates(runs), key="trends_dates")
 
 events = views.between(views.run_events(runs), start, end)
@@ -29,13 +34,14 @@ st.caption(f"Watched series only: dotted, the mean of the {rules.window} runs be
            "baseline); shaded out to the dashed edge, the values a run must pass for the drop rule to fire (the "
            "practical threshold and the per-question noise, at Holm's first step over the watched series); "
            "dash-dot: the edge the slow-drift rule's moving mean must pass against the reference period. "
-           "Markers: alerts that fired; vertical lines: run notes.")
+           "Shaded: runs on which an alert (red) or a warning (orange) fired on the series; dotted vertical lines: "
+           "run notes. Series no rule watches show only their values (and a floor when one is configured).")
 if not chosen or not shown:
     st.info("Pick at least one metric and one pipeline.", icon=":material/info:")
 for metric in chosen:
     name = views.series_name(metric, k)
-    trend = views.trend(metrics, per_question, metric, k, shown, rules, ks, start, end)
+    trend = trends_views.trend(metrics, per_question, metric, k, shown, rules, ks, start, end)
     points = views.between(views.alert_points(alerts, name, shown), start, end)
     figure = charts.trend_figure(trend, views.metric_label(metric, k), points, events,
-                                 threshold_note=views.threshold_note(metric, k, rules))
+                                 threshold_note=trends_views.threshold_note(metric, k, rules))
     st.plotly_chart(figure, key=f"trends_chart_{metric}")

@@ -8,16 +8,20 @@ import streamlit as st
 
 from pages import _ui as ui
 from pipeline import charts, report, views
+from pipeline.views import weekly as weekly_views
 
 ui.page_frame()
 st.title("Weekly review")
 runs, metrics = ui.runs(), ui.metrics()
-week = st.selectbox("ISO week", views.weeks(runs)[::-1], key="weekly_week")
+week = st.selectbox("ISO week", weekly_views.weeks(runs)[::-1], key="weekly_week")
 review = ui.weekly_review(week)
 k = review.k
 first, last = review.run_dates[0], review.run_dates[-1]
 st.caption(f"{len(review.run_dates)} runs from {first} to {last}, compared with {review.previous}: weekly means of "
            f"the daily runs at k = {k}.")
+
+with st.container(key="weekly_summary", border=True):
+    st.markdown(views.escape_markdown(report.summary_paragraph(review, review.gold_texts)))
 
 names = [m for m in report.REVIEW_METRICS if m in set(review.summary[views.METRIC])]
 metric = st.segmented_control("Chart metric", names, default="recall" if "recall" in names else names[0],

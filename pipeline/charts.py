@@ -115,46 +115,88 @@ def add_levels(fig: go.Figure, levels: Sequence[tuple[float, str]]) -> None:
                       annotation_text=hover_text(f"{name} {value:g}"), annotation_position="top left")
 
 
+def _spans(days: Sequence[pd.Timestamp]) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
+    """Consecutive run dates (gaps under two days) as (first, last) spans."""
+    out: list[list[pd.Timestamp]] = []
+    for day in sorted(pd.to_datetime(pd.Series(list(days))).unique()):
+        day = pd.Timestamp(day)
+        if out and day - out[-1][1] <= pd.Timedelta(days=1):
+            out[-1][1] = day
+        else:
+            out.append([day, day])
+    return [(a, b) for a, b in out]
+
+
 def trend_figure(trend: pd.DataFrame, metric_label: str, points: pd.DataFrame | None = None,
                  events: pd.DataFrame | None = None, *, threshold_note: str = "") -> go.Figure:
-    """A metric@k per pipeline with what the rules test it against (from `views.trend`, which calls the
-    rules' own functions): the drop rule's baseline and the band out to its firing edge, the slow-drift
-    rule's reference mean and edge, the floor, alert markers and run events."""
-    fig = go.Figure()
+    """A metric@k as small multiples, one panel per pipeline (from `views.trends.trend`, which calls the rules'
+    own functions): the series, and for a watched series only the drop rule's baseline and the band out to its
+    firing edge and the slow-drift rule's edge; the configured floor; runs with an alert on the series shaded
+    (red: alert, orange: warning); run events as dotted lines. One short legend for every panel."""
+    from plotly.subplots import make_subplots
+
     pipelines = list(pd.unique(trend["pipeline"]))
     colours = colour_map(pipelines)
+    fig = make_subplots(rows=1, cols=max(1, len(pipelines)), shared_yaxes=True, horizontal_spacing=0.03,
+                        subplot_titles=[hover_text(p) for p in pipelines])
     drop = f" ({threshold_note})" if threshold_note else ""
-    for pipeline in pipelines:
+    shown: set[str] = set()
+
+    def legend(name: str) -> dict:
+        first = name not in shown
+        shown.add(name)
+        return {"name": name, "legendgroup": name, "showlegend": first}
+
+    for col, pipeline in enumerate(pipelines, start=1):
         rows = trend[trend["pipeline"] == pipeline]
         colour = colours[pipeline]
         band = rows.dropna(subset=["baseline", "edge"])
         if len(band):
-            fig.add_trace(go.Scatter(x=band["run_date"], y=band["baseline"], mode="lines", legendgroup=pipeline,
-                                     name=f"{pipeline} baseline", line={"color": colour, "width": 1.5, "dash": "dot"},
-                                     hovertemplate=f"{DATE_HOVER}<br>{pipeline} baseline: %{{y:{VALUE_FORMAT}}}"
-                                                   "<extra></extra>"))
+            fig.add_trace(go.Scatter(x=band["run_date"], y=band["baseline"], mode="lines",
+                                     line={"color": "#555555", "width": 1.2, "dash": "dot"}, **legend("drop baseline"),
+                                     hovertemplate=f"{DATE_HOVER}<br>baseline: %{{y:{VALUE_FORMAT}}}<extra></extra>"),
+                          row=1, col=col)
             fig.add_trace(go.Scatter(
-                x=band["run_date"], y=band["edge"], mode="lines", line={"color": colour, "width": 1, "dash": "dash"},
-                fill="tonexty", fillcolor=_rgba(colour, 0.12), legendgroup=pipeline, name=f"{pipeline} drop edge{drop}",
-                hovertemplate=f"{DATE_HOVER}<br>{pipeline} drop fires past: %{{y:{VALUE_FORMAT}}}<extra></extra>"))
+                x=band["run_date"], y=band["edge"], mode="lines", line={"color": "#555555", "width": 1, "dash": "dash"},
+                fill="tonexty", fillcolor="rgba(85,85,85,0.10)", **legend(f"drop edge{drop}"),
+                hovertemplate=f"{DATE_HOVER}<br>drop fires past: %{{y:{VALUE_FORMAT}}}<extra></extra>"), row=1, col=col)
         slow = rows.dropna(subset=["reference", "reference_edge"])
         if len(slow):
             fig.add_trace(go.Scatter(
-                x=slow["run_date"], y=slow["reference_edge"], mode="lines", legendgroup=pipeline,
-                name=f"{pipeline} slow-drift edge", line={"color": colour, "width": 1, "dash": "longdashdot"},
-                hovertemplate=(f"{DATE_HOVER}<br>{pipeline} slow drift fires when the moving mean passes: "
-                               f"%{{y:{VALUE_FORMAT}}}<extra></extra>")))
+                x=slow["run_date"], y=slow["reference_edge"], mode="lines",
+                line={"color": "#555555", "width": 1, "dash": "longdashdot"}, **legend("slow-drift edge"),
+                hovertemplate=(f"{DATE_HOVER}<br>slow drift fires when the moving mean passes: "
+                               f"%{{y:{VALUE_FORMAT}}}<extra></extra>")), row=1, col=col)
         fig.add_trace(go.Scatter(
-            x=rows["run_date"], y=rows["value"], mode="lines+markers", name=pipeline, legendgroup=pipeline,
-            line={"color": colour, "width": 2.5}, marker={"size": 5},
-            hovertemplate=(f"{DATE_HOVER}<br>{pipeline} {hover_text(metric_label)}: %{{y:{VALUE_FORMAT}}}"
-                           "<extra></extra>")))
+            x=rows["run_date"], y=rows["value"], mode="lines+markers", line={"color": colour, "width": 2.5},
+            marker={"size": 4}, showlegend=False, name=pipeline,
+            hovertemplate=f"{DATE_HOVER}<br>{pipeline} {hover_text(metric_label)}: %{{y:{VALUE_FORMAT}}}<extra></extra>"),
+            row=1, col=col)
+        if points is not None and len(points):
+            mine = points[points["pipeline"].fillna("") == pipeline]
+            for severity in (WARNING, ALERT):  # alert spans drawn over warning spans
+                for first, last in _spans(mine.loc[mine["severity"] == severity, "run_date"]):
+                    fig.add_vrect(x0=first - pd.Timedelta(hours=12), x1=last + pd.Timedelta(hours=12), line_width=0,
+                                  fillcolor=_rgba(SEVERITY_COLOURS[severity], 0.14), layer="below", row=1, col=col)
+        for day, note in ([] if events is None else zip(events["run_date"], events["events"])):
+            fig.add_vline(x=day, line={"color": EVENT_COLOUR, "width": 1, "dash": "dot"}, row=1, col=col)
+            if col == 1:
+                label = note if len(note) <= MAX_EVENT_LABEL else note[: MAX_EVENT_LABEL - 1] + "…"
+                fig.add_annotation(x=day, y=1, yref="y domain", yanchor="bottom", xanchor="left", showarrow=False,
+                                   text=hover_text(label), font={"size": 10, "color": EVENT_COLOUR},
+                                   hovertext=hover_text(f"{pd.Timestamp(day):%Y-%m-%d}: {note}"), row=1, col=1)
     floors = trend["floor"].dropna().unique() if "floor" in trend else []
-    add_levels(fig, [(float(f), "floor") for f in floors])
-    add_alert_markers(fig, points if points is not None else None)
-    add_events(fig, events)
-    _layout(fig, f"{metric_label} by pipeline", DATE_AXIS, f"{metric_label} (mean over questions, 0–1)")
-    date_axis(fig, trend["run_date"])
+    for value in floors:
+        fig.add_hline(y=float(value), line={"color": "#444444", "width": 1, "dash": "dash"},
+                      annotation_text=hover_text(f"floor {value:g}"), annotation_position="bottom left")
+    for severity in (ALERT, WARNING):
+        if points is not None and (points["severity"] == severity).any():
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"{severity} (shaded runs)",
+                                     marker={"symbol": "square", "size": 12,
+                                             "color": _rgba(SEVERITY_COLOURS[severity], 0.35)}))
+    _layout(fig, f"{metric_label} by pipeline", DATE_AXIS, f"{metric_label} (mean over questions, 0–1)", height=360)
+    fig.update_layout(legend={"orientation": "h", "yanchor": "bottom", "y": 1.12, "x": 0}, margin={"t": 90, "b": 50})
+    fig.update_xaxes(type="date", tickformat=DATE_TICKS, nticks=5)
     if trend.empty:
         _empty(fig, "no runs in the chosen range")
     return fig
@@ -221,21 +263,29 @@ def heatmap_figure(matrix: pd.DataFrame, metric_label: str, pipeline: str) -> go
 
 
 def rank_figure(history: pd.DataFrame, question_id: str) -> go.Figure:
-    """A question's first relevant rank over time per pipeline; rank 1 at the top, gaps where no relevant
-    document was within the candidate depth."""
-    fig = go.Figure()
+    """A question's first relevant rank over time, one panel per pipeline (shared date axis); integer ranks with
+    rank 1 at the top, gaps where no relevant document was within the candidate depth."""
+    from plotly.subplots import make_subplots
+
     pipelines = list(pd.unique(history["pipeline"]))
     colours = colour_map(pipelines)
-    for pipeline in pipelines:
+    fig = make_subplots(rows=max(1, len(pipelines)), cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=[hover_text(p) for p in pipelines])
+    for row, pipeline in enumerate(pipelines, start=1):
         rows = history[history["pipeline"] == pipeline]
         fig.add_trace(go.Scatter(
             x=rows["run_date"], y=rows["rank"], mode="lines+markers", name=pipeline, connectgaps=False,
-            line={"color": colours[pipeline], "width": 2}, marker={"size": 6},
-            hovertemplate=f"{DATE_HOVER}<br>{pipeline}: first relevant document at rank %{{y}}<extra></extra>"))
-    _layout(fig, f"Rank of the first relevant document, question {question_id}", DATE_AXIS,
-            "rank (1 = top; gap = not retrieved)")
+            line={"color": colours[pipeline], "width": 2, "shape": "hv"}, marker={"size": 6}, showlegend=False,
+            hovertemplate=f"{DATE_HOVER}<br>{pipeline}: first relevant document at rank %{{y:d}}<extra></extra>"),
+            row=row, col=1)
+    worst = history["rank"].max() if len(history) and history["rank"].notna().any() else 5
+    _layout(fig, f"Rank of the first relevant document, question {question_id} (gap = not retrieved)", DATE_AXIS, "",
+            height=max(260, 120 * len(pipelines) + 90), showlegend=False)
+    fig.update_xaxes(title_text="", row=None)
+    fig.update_xaxes(title_text=DATE_AXIS, row=max(1, len(pipelines)), col=1)
+    fig.update_yaxes(title_text="rank", autorange=False, range=[float(worst) + 0.5, 0.5], tickformat="d",
+                     dtick=1 if worst <= 10 else None)
     date_axis(fig, history["run_date"] if len(history) else None)
-    fig.update_yaxes(autorange="reversed", rangemode="tozero")
     if history.empty:
         _empty(fig, "no rows for this question")
     return fig
@@ -335,4 +385,47 @@ def weekly_figure(weekly: pd.DataFrame, metric_label: str, week: str, previous: 
             f"{metric_label} (weekly mean, 0–1)", barmode="group")
     if weekly.empty:
         _empty(fig, "no runs this week")
+    return fig
+
+
+STATUS_COLOURS = {ALERT: SEVERITY_COLOURS[ALERT], WARNING: SEVERITY_COLOURS[WARNING], "ok": "#1A7F37"}
+
+
+def sparklines_figure(panels: Sequence[tuple[str, pd.DataFrame, str, pd.DataFrame | None]],
+                      events: pd.DataFrame | None = None, height: int = 170) -> go.Figure:
+    """Small multiples in one row: per panel (title, frame of run_date/value/reference, tone, alert points) the
+    series coloured by its tone ("ok", "warning", "alert"), its reference mean dotted, alert markers and the run
+    events as vertical lines."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=max(1, len(panels)), subplot_titles=[hover_text(t) for t, *_ in panels],
+                        horizontal_spacing=0.04)
+    for col, (title, frame, tone, points) in enumerate(panels, start=1):
+        colour = STATUS_COLOURS.get(tone, STATUS_COLOURS["ok"])
+        fig.add_trace(go.Scatter(x=frame["run_date"], y=frame["value"], mode="lines", line={"color": colour, "width": 2},
+                                 showlegend=False,
+                                 hovertemplate=f"{DATE_HOVER}<br>{hover_text(title)}: %{{y:.3f}}<extra></extra>"),
+                      row=1, col=col)
+        reference = frame["reference"].dropna()
+        if len(reference):
+            fig.add_trace(go.Scatter(x=frame["run_date"], y=frame["reference"], mode="lines", showlegend=False,
+                                     line={"color": REFERENCE_COLOUR, "width": 1, "dash": "dot"},
+                                     hovertemplate="reference period mean: %{y:.3f}<extra></extra>"),
+                          row=1, col=col)
+        if points is not None and len(points):
+            for severity in (ALERT, WARNING):
+                rows = points[points["severity"] == severity]
+                if len(rows):
+                    fig.add_trace(go.Scatter(
+                        x=rows["run_date"], y=rows["value"], mode="markers", showlegend=False,
+                        marker={"symbol": SEVERITY_SYMBOLS[severity], "size": 7, "color": SEVERITY_COLOURS[severity]},
+                        text=[hover_text(m) for m in rows["message"]],
+                        hovertemplate=f"{DATE_HOVER}<br>%{{text}}<extra>{severity}</extra>"), row=1, col=col)
+        for day in ([] if events is None else events["run_date"]):
+            fig.add_vline(x=day, line={"color": EVENT_COLOUR, "width": 1, "dash": "dot"}, row=1, col=col)
+    fig.update_layout(template="plotly_white", height=height, margin={"t": 28, "b": 24, "l": 36, "r": 8},
+                      hovermode="closest")
+    fig.update_annotations(font_size=12)
+    fig.update_xaxes(type="date", tickformat=DATE_TICKS, nticks=4, showgrid=False)
+    fig.update_yaxes(nticks=4)
     return fig

@@ -112,6 +112,17 @@ def check_file(path: Path) -> None:
         Corpus(path, readonly=True).close()
 
 
+def _readonly_uri(path: Path) -> str:
+    """A URI that opens the corpus without writing beside it. SQLite opens a WAL database read-only by creating
+    its -wal and -shm files; when no -wal file exists, no writer holds the database and every change has been
+    checkpointed into the file, so it is opened `immutable` (no locking, no side files). While a job writes
+    (its -wal exists) the usual read-only mode shares the writer's files and sees its commits consistently."""
+    uri = Path(path).resolve().as_uri()
+    if Path(f"{path}-wal").exists():
+        return f"{uri}?mode=ro"
+    return f"{uri}?mode=ro&immutable=1"
+
+
 class Corpus:
     """One SQLite file (WAL mode) in the data directory; use as a context manager."""
 
@@ -123,7 +134,7 @@ class Corpus:
             check_file(self.path)  # before SQLite writes its tables into someone else's database
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True) if readonly else sqlite3.connect(self.path)
+            self.db = sqlite3.connect(_readonly_uri(self.path), uri=True) if readonly else sqlite3.connect(self.path)
         except sqlite3.Error as exc:
             raise CorpusError(f"{self.path}: cannot open the corpus (SQLite: {exc})") from None
         try:

@@ -1,5 +1,6 @@
 """Notification of new alerts: the outbox in the data directory, the Slack-compatible webhook message
-and its delivery (at least once per alert, deduplicated by key)."""
+and its delivery (at least once per alert, deduplicated by key), and the silences (acknowledged incidents
+and muted series, each with a note, in mutes.json) that the notifier honours."""
 
 from __future__ import annotations
 
@@ -13,13 +14,15 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import date
+from dataclasses import asdict, dataclass, fields
+from datetime import date, datetime, timezone
 from itertools import groupby
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from pipeline import netio, store
 from pipeline.alerts import ALERT, Alert, _plural
+from pipeline.errors import DriftwatchError
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,8 @@ OUTBOX_FILE = "outbox.jsonl"  # alerts waiting for delivery, one alerts.csv row 
 _OUTBOX_LOCK = ".outbox.lock"
 
 OutboxKey = tuple[str, str, str, str]  # run_date, rule, pipeline, metric
+MUTES_FILE = "mutes.json"  # acknowledged incidents and muted series, with their notes
+ACKNOWLEDGE, MUTE = "acknowledge", "mute"
 
 
 
@@ -92,6 +97,113 @@ def notify_webhook(url: str, alerts: Sequence[Alert], *, timeout: float, retries
         sleep(BACKOFF * attempt)
 
 
+# --- silences: acknowledged incidents and muted series -------------------------------------------
+
+
+class SilenceError(DriftwatchError):
+    """A mutes.json the notifier cannot read, or a silence that cannot be kept; the message names it."""
+
+
+@dataclass(frozen=True)
+class Silence:
+    """No notification for a condition. `acknowledge`: the incident that started on `since` (someone is on it);
+    the same condition starting again later is a new incident and pages. `mute`: the series (rule, pipeline,
+    metric) on every run date up to `until` (YYYY-MM-DD, inclusive; empty: until lifted)."""
+
+    kind: str
+    rule: str
+    pipeline: str
+    metric: str
+    note: str
+    since: str = ""
+    until: str = ""
+    created: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.rule, self.pipeline, self.metric
+
+    def covers(self, alert: Alert) -> bool:
+        if alert.key != self.key:
+            return False
+        if self.kind == ACKNOWLEDGE:
+            return (alert.since or alert.run_date) == self.since
+        return not self.until or alert.run_date <= self.until
+
+    def check(self, where: str) -> None:
+        if self.kind not in (ACKNOWLEDGE, MUTE):
+            raise SilenceError(f"{where}: kind must be {ACKNOWLEDGE!r} or {MUTE!r}, not {self.kind!r}")
+        if not self.rule or not self.metric:
+            raise SilenceError(f"{where}: a silence names a rule and a metric")
+        if not self.note.strip():
+            raise SilenceError(f"{where}: a silence needs a note (who, why)")
+        for name, value in (("since", self.since), ("until", self.until)):
+            if value:
+                try:
+                    date.fromisoformat(value)
+                except ValueError:
+                    raise SilenceError(f"{where}: {name} is not a date (YYYY-MM-DD): {value!r}") from None
+        if self.kind == ACKNOWLEDGE and not self.since:
+            raise SilenceError(f"{where}: an acknowledgement names the incident's first run date (since)")
+
+
+def read_silences(data_dir: Path) -> list[Silence]:
+    """The silences of a data directory ([] without mutes.json); SilenceError naming the file and entry when
+    it cannot be used."""
+    path = Path(data_dir) / MUTES_FILE
+    if not path.exists():
+        return []
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as exc:
+        raise SilenceError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(raw, list):
+        raise SilenceError(f"{path}: expected a list of silences")
+    names = {f.name for f in fields(Silence)}
+    out = []
+    for number, entry in enumerate(raw, start=1):
+        where = f"{path}, entry {number}"
+        if not isinstance(entry, dict) or set(entry) - names or not all(isinstance(v, str) for v in entry.values()):
+            raise SilenceError(f"{where}: expected an object of text fields among {', '.join(sorted(names))}")
+        try:
+            silence = Silence(**entry)
+        except TypeError as exc:
+            raise SilenceError(f"{where}: {exc}") from None
+        silence.check(where)
+        out.append(silence)
+    return out
+
+
+def _write_silences(data_dir: Path, silences: Iterable[Silence]) -> None:
+    body = json.dumps([asdict(s) for s in silences], indent=2, ensure_ascii=False).encode("utf-8") + b"\n"
+    store.atomic_write(Path(data_dir) / MUTES_FILE, lambda f: f.write(body))
+
+
+def add_silence(data_dir: Path, silence: Silence) -> Silence:
+    """Keep `silence` (checked first; it replaces one of the same kind on the same condition), stamped with
+    the time it was made."""
+    silence.check(str(Path(data_dir) / MUTES_FILE))
+    stamped = Silence(**{**asdict(silence), "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")})
+    with _outbox_locked(data_dir):
+        kept = [s for s in read_silences(data_dir) if (s.kind, s.key) != (silence.kind, silence.key)]
+        _write_silences(data_dir, [*kept, stamped])
+    return stamped
+
+
+def lift_silence(data_dir: Path, kind: str, key: tuple[str, str, str]) -> bool:
+    """Forget the silence of `kind` on a condition; whether there was one."""
+    with _outbox_locked(data_dir):
+        silences = read_silences(data_dir)
+        kept = [s for s in silences if (s.kind, s.key) != (kind, tuple(key))]
+        if len(kept) != len(silences):
+            _write_silences(data_dir, kept)
+    return len(kept) != len(silences)
+
+
+def silenced_by(alert: Alert, silences: Sequence[Silence]) -> Silence | None:
+    return next((s for s in silences if s.covers(alert)), None)
+
+
 # --- the outbox ---------------------------------------------------------------------------------
 
 
@@ -129,10 +241,12 @@ def _write_outbox(path: Path, alerts: Iterable[Alert]) -> None:
 
 
 def enqueue(data_dir: Path, alerts: Iterable[Alert]) -> None:
-    """Add `alerts` to the outbox; an entry with the same key is replaced, not repeated."""
+    """Add `alerts` to the outbox, less those a silence covers; an entry with the same key is replaced, not
+    repeated. Reads mutes.json first, so a broken one stops the run before anything is queued."""
+    silences = read_silences(data_dir)
     with _outbox_locked(data_dir) as path:
         entries = {outbox_key(a): a for a in _read_outbox(path)}
-        added = {outbox_key(a): a for a in alerts}
+        added = {outbox_key(a): a for a in alerts if silenced_by(a, silences) is None}
         if added:
             _write_outbox(path, {**entries, **added}.values())
 
@@ -153,9 +267,17 @@ def deliver(data_dir: Path, url: str, *, timeout: float, retries: int,
     """Send what the outbox holds, one message per run date (oldest first), removing a date's entries once
     delivered; at the first failure the rest stay for the next run. None when the outbox is empty, else
     whether it is empty now. A kill between a POST and the removal re-sends that message: at least once."""
+    silences = read_silences(data_dir)
     waiting = pending(data_dir)
     if not waiting:
         return None
+    quiet = [a for a in waiting if silenced_by(a, silences) is not None]
+    if quiet:  # silenced after they were queued: dropped, not sent
+        log.info("%s silenced in %s, not sent", _plural(len(quiet), "queued alert"), MUTES_FILE)
+        _remove(data_dir, {outbox_key(a) for a in quiet})
+        waiting = [a for a in waiting if silenced_by(a, silences) is None]
+        if not waiting:
+            return True
     for run_date, group in groupby(waiting, key=lambda a: a.run_date):
         alerts = list(group)
         if not notify_webhook(url, alerts, timeout=timeout, retries=retries, run_date=run_date, sleep=sleep):

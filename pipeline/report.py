@@ -7,15 +7,17 @@ from pipeline.errors import DriftwatchError
 
 import html
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
 import pandas as pd
 
 from pipeline import store, views
+from pipeline.views import weekly as weekly_views
 from pipeline.alerts import ALERT, WARNING, is_new
 from pipeline.charts import SEVERITY_COLOURS, colour_map
+from pipeline.views.alerts import incidents
 
 REVIEW_METRICS = ("hit", "recall", "mrr", "ndcg", "unjudged")  # the summary table's columns
 CHART_METRIC = "recall"
@@ -35,47 +37,86 @@ class WeeklyReview:
     end: date
     run_dates: tuple[date, ...]
     k: int  # the cutoff of the summary table, the chart and the regressed questions
-    summary: pd.DataFrame  # views.weekly_means rows at k for REVIEW_METRICS
-    every_metric: pd.DataFrame  # views.weekly_means rows at every k
+    summary: pd.DataFrame  # weekly_views.weekly_means rows at k for REVIEW_METRICS
+    every_metric: pd.DataFrame  # weekly_views.weekly_means rows at every k
     daily: pd.DataFrame  # CHART_METRIC@k per run date and pipeline over both weeks (run_date, pipeline, value)
     alerts: pd.DataFrame  # the week's alerts.csv rows
-    regressions: pd.DataFrame  # views.week_regressions
-    corpus: views.CorpusWeek
+    regressions: pd.DataFrame  # weekly_views.week_regressions
+    corpus: weekly_views.CorpusWeek
     events: pd.DataFrame  # views.run_events of the week
+    gold_texts: dict = field(default_factory=dict)  # question id -> text, for the summary paragraph
 
 
 def weekly_review(runs: pd.DataFrame, metrics: pd.DataFrame, per_question: pd.DataFrame, alerts: pd.DataFrame,
-                  week: str, k: int | None = None) -> WeeklyReview:
+                  week: str, k: int | None = None, gold_texts: dict[str, str] | None = None) -> WeeklyReview:
     """The review of one ISO week from the store's frames (nothing is read here)."""
     try:
-        start, end = views.week_bounds(week)
+        start, end = weekly_views.week_bounds(week)
     except ValueError as exc:
         raise ReportError(str(exc)) from None
-    available = views.weeks(runs)
+    available = weekly_views.weeks(runs)
     if week not in available:
         raise ReportError(f"no runs in {week} (weeks with runs: {', '.join(available) or 'none'})")
     k = k if k is not None else views.default_k(metrics[views.K].unique())
-    previous = views.previous_week(week)
-    every = views.weekly_means(metrics, week)
+    previous = weekly_views.previous_week(week)
+    every = weekly_views.weekly_means(metrics, week)
     summary = every[(every[views.K] == k) & every[views.METRIC].isin(REVIEW_METRICS)]
     pipelines = views.values_of(metrics, views.PIPELINE)
     summary = summary.assign(_p=summary[views.PIPELINE].map(pipelines.index),
                              _m=summary[views.METRIC].map(REVIEW_METRICS.index))
     summary = summary.sort_values(["_p", "_m"], kind="stable").drop(columns=["_p", "_m"])
-    both = pd.concat([views.in_week(metrics, previous), views.in_week(metrics, week)])
+    both = pd.concat([weekly_views.in_week(metrics, previous), weekly_views.in_week(metrics, week)])
     daily = views.metric_series(both, CHART_METRIC, k)
-    week_alerts = views.in_week(alerts, week).sort_values([views.RUN_DATE, views.SEVERITY, views.RULE], kind="stable")
+    week_alerts = weekly_views.in_week(alerts, week).sort_values([views.RUN_DATE, views.SEVERITY, views.RULE], kind="stable")
     return WeeklyReview(
         week=week, previous=previous, start=start, end=end,
-        run_dates=tuple(views.run_dates(views.in_week(runs, week))), k=k,
+        run_dates=tuple(views.run_dates(weekly_views.in_week(runs, week))), k=k,
         summary=summary.reset_index(drop=True), every_metric=every, daily=daily,
         alerts=week_alerts.reset_index(drop=True),
-        regressions=views.week_regressions(per_question, week, k, CHART_METRIC, TOP_QUESTIONS),
-        corpus=views.week_corpus(runs, week), events=views.run_events(views.in_week(runs, week)))
+        regressions=weekly_views.week_regressions(per_question, week, k, CHART_METRIC, TOP_QUESTIONS),
+        corpus=weekly_views.week_corpus(runs, week), events=views.run_events(weekly_views.in_week(runs, week)),
+        gold_texts=dict(gold_texts or {}))
+
+
+def summary_paragraph(review: WeeklyReview, gold_texts: dict[str, str] | None = None) -> str:
+    """The review in one paragraph, worth pasting: the status, what changed against the previous week, the
+    incidents of the week (conditions started, ongoing at its end) and the three most regressed questions with
+    their text."""
+    alerts = review.alerts
+    worst = ("alert" if (alerts[views.SEVERITY] == ALERT).any() else "warning") if len(alerts) else "ok"
+    parts = [f"Status {worst}: {len(review.run_dates)} runs from {review.run_dates[0]} to {review.run_dates[-1]}."]
+    rows = review.summary[review.summary["better"].notna()]
+    if len(rows):
+        moved = rows.assign(_size=rows["change_pct"].abs()).sort_values("_size", ascending=False).head(3)
+        parts.append("Against " + review.previous + ": " + "; ".join(
+            f"{p} {views.metric_label(m, review.k)} {mean:.3f} ({pct:+.1f}%)"
+            for p, m, mean, pct in zip(moved[views.PIPELINE], moved[views.METRIC], moved["mean"], moved["change_pct"]))
+            + ".")
+    if len(alerts):
+        found = incidents(alerts, pd.DataFrame({views.RUN_DATE: pd.to_datetime(list(review.run_dates))}))
+        started = found[found["start"] >= pd.Timestamp(review.start)]
+        last = alerts[views.RUN_DATE].max()
+        ongoing = found[found["last"] == last]
+        first = found.sort_values("start", kind="stable").iloc[0]
+        owner = f"{first['pipeline']} {first['metric']}" if first["pipeline"] else "the corpus"
+        parts.append(f"{len(found)} alert conditions ({len(started)} started this week, {len(ongoing)} still firing "
+                     f"on {last:%Y-%m-%d}); the first, {first['rule']} on {owner} from {first['start']:%Y-%m-%d}.")
+    else:
+        parts.append("No alert fired.")
+    if len(review.events):
+        parts.append("Run notes: " + "; ".join(f"{d:%Y-%m-%d} {e}" for d, e in
+                                             zip(review.events[views.RUN_DATE], review.events[views.EVENTS])) + ".")
+    top = review.regressions.head(3)
+    if len(top):
+        texts = gold_texts or {}
+        parts.append("Most regressed: " + "; ".join(
+            f"{q} ({p}, {c:+.2f}{': ' + texts[q] if q in texts else ''})"
+            for q, p, c in zip(top[views.QUESTION_ID], top[views.PIPELINE], top["change"])) + ".")
+    return " ".join(parts)
 
 
 def latest_week(runs: pd.DataFrame) -> str:
-    available = views.weeks(runs)
+    available = weekly_views.weeks(runs)
     if not available:
         raise ReportError("no runs yet: nothing to review")
     return available[-1]
@@ -91,14 +132,16 @@ def weekly_review_html(data_dir: Path, week: str) -> str:
     """The weekly review of `week` ("2026-W48") for the history in `data_dir`, as a self-contained HTML page.
     Reads the store, writes nothing; the same files give the same bytes."""
     data_dir = Path(data_dir)
+    texts = {q: g.question for q, g in views.gold_questions(views.settings(data_dir).gold).items()}
     review = weekly_review(store.read_runs(data_dir), store.read_metrics(data_dir),
-                           store.read_per_question(data_dir), store.read(data_dir, store.ALERTS), week)
+                           store.read_per_question(data_dir), store.read(data_dir, store.ALERTS), week,
+                           gold_texts=texts)
     return render_html(review)
 
 
 def week_csv(metrics: pd.DataFrame, week: str) -> str:
     """The week's metrics.csv rows, as the store writes them (ISO dates, the contract's columns)."""
-    rows = views.in_week(metrics, week)
+    rows = weekly_views.in_week(metrics, week)
     return rows.assign(**{views.RUN_DATE: rows[views.RUN_DATE].dt.strftime("%Y-%m-%d")}).to_csv(
         index=False, lineterminator="\n")
 
@@ -120,6 +163,7 @@ th { background: #f6f8fa; } td.num { text-align: right; font-variant-numeric: ta
 .card { border: 1px solid #ddd; border-radius: 6px; padding: 0.5rem 0.9rem; min-width: 9rem; }
 .card b { display: block; font-size: 1.4rem; }
 .note { color: #57606a; font-size: 0.85rem; }
+.summary { font-size: 1.05rem; background: #f6f8fa; padding: 0.6rem 0.9rem; border-radius: 6px; }
 """ % {"alert": SEVERITY_COLOURS[ALERT], "warning": SEVERITY_COLOURS[WARNING]}
 
 
@@ -262,6 +306,7 @@ def render_html(review: WeeklyReview) -> str:
         f"<h1>driftwatch weekly review: {_e(review.week)}</h1>",
         f'<p class="meta">{_e(span)}, {runs} run{"s" if runs != 1 else ""}, compared with {_e(review.previous)} '
         f"(weekly means of the daily runs; changes in green are improvements, in red regressions).</p>",
+        f'<p class="summary">{_e(summary_paragraph(review, review.gold_texts))}</p>',
         f"<h2>Metrics at k = {review.k}</h2>", _summary_table(review),
         f"<h2>{_e(label)} per run, {_e(review.previous)} and {_e(review.week)}</h2>", _chart_svg(review),
         "<h2>Alerts fired this week</h2>", _alerts_section(review),

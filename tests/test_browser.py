@@ -247,3 +247,85 @@ def test_page_renders_in_the_browser(browser, server, screenshots, page: RoutedP
                                  f"--- streamlit log ---\n{server.log_tail()}") from None
     finally:
         context.close()
+
+
+# --- the demo's story, read by content (a built demo history: DRIFTWATCH_DEMO_DIR, e.g. from
+# `python -m pipeline demo --data-dir /tmp/dash-demo`; the month-long build takes minutes, so it is reused) ---
+
+DEMO_ENV = "DRIFTWATCH_DEMO_DIR"
+
+
+@pytest.fixture(scope="module")
+def demo_server(tmp_path_factory) -> Iterator[Server]:
+    demo = os.environ.get(DEMO_ENV)
+    if not demo or not (Path(demo) / "runs.csv").exists():
+        pytest.skip(f"set {DEMO_ENV} to a directory built by `python -m pipeline demo`")
+    port = _free_port()
+    log = tmp_path_factory.mktemp("demo-server") / "streamlit.log"
+    env = {**os.environ, "DRIFTWATCH_DATA_DIR": demo}
+    env.pop("DRIFTWATCH_CONFIG", None)
+    with log.open("wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+                                    "--server.port", str(port)], cwd=ROOT, env=env, stdout=out,
+                                   stderr=subprocess.STDOUT)
+    running = Server(f"http://{LOCAL_HOST}:{port}", log)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not _healthy(running.url):
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"streamlit did not start:\n{running.log_tail()}", pytrace=False)
+            time.sleep(0.1)  # the polling interval, not a wait for readiness
+        yield running
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def open_demo_page(browser, server: Server, path: str, screenshots: Path, name: str) -> tuple[Page, object]:
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    context.set_default_timeout(PAGE_TIMEOUT)
+    tab = context.new_page()
+    tab.goto(f"{server.url}/{path}")
+    wait_until_idle(tab)
+    expect(tab.locator(EXCEPTION)).to_have_count(0)
+    full_page_screenshot(tab, screenshots / f"demo-{name}.png")
+    return tab, context
+
+
+def test_demo_overview_names_the_decline_and_the_incident(browser, demo_server, screenshots):
+    tab, context = open_demo_page(browser, demo_server, "", screenshots, "overview")
+    try:
+        dense = tab.locator(".st-key-overview_verdict_dense")
+        expect(dense).to_contain_text("dense: alert.")  # the month's 0.94 -> 0.77 decline is not green
+        expect(dense).to_contain_text("worse than the reference period")
+        incident = tab.locator(".st-key-overview_incident")
+        expect(incident).to_contain_text("since 2026-11-13")
+        expect(incident).to_contain_text("near-duplicate")  # the cause: the run note of the event's first day
+    finally:
+        context.close()
+
+
+def test_demo_questions_show_the_near_duplicate_that_pushed_out_the_gold_document(browser, demo_server,
+                                                                                  screenshots):
+    tab, context = open_demo_page(browser, demo_server, "questions?pipeline=dense", screenshots, "questions")
+    try:
+        expect(tab.locator(".st-key-questions_then input")).to_have_value("2026-11-12")  # before the incident
+        tab.locator(".st-key-questions_question").click()
+        tab.get_by_role("option", name=re.compile(r"^q19:")).click()
+        wait_until_idle(tab)
+        table = tab.locator(".st-key-questions_displacing")
+        expect(table).to_contain_text("dup-207")
+        expect(table).to_contain_text("eco-011")
+        full_page_screenshot(tab, screenshots / "demo-questions-q19.png")
+    finally:
+        context.close()
+
+
+def test_demo_drift_says_what_came_in(browser, demo_server, screenshots):
+    tab, context = open_demo_page(browser, demo_server, "drift?run=2026-11-13", screenshots, "drift")
+    try:
+        expect(tab.locator(".st-key-drift_conclusion")).to_contain_text("Drifted")
+        expect(tab.locator(".st-key-drift_novel")).to_be_visible()
+        expect(tab.locator(".st-key-drift_composition_source")).to_be_visible()
+    finally:
+        context.close()

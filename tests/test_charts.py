@@ -37,14 +37,15 @@ def test_trend_figure_draws_values_the_rules_edges_floor_alerts_and_events():
     fig = charts.trend_figure(trend_frame(), "recall@5", points, events, threshold_note="10% below the baseline")
     named = traces(fig)
     assert list(named["bm25"].y) == [0.5, 0.6, 0.4] and list(named["dense"].y) == [0.8, 0.8, 0.9]
-    assert list(named["bm25 baseline"].y) == [0.55]
-    band = named["bm25 drop edge (10% below the baseline)"]
+    assert named["bm25"].xaxis == "x" and named["dense"].xaxis == "x2"  # a panel per pipeline
+    assert list(named["drop baseline"].y) == [0.55]  # only bm25 has a band: one legend entry per kind of line
+    band = named["drop edge (10% below the baseline)"]
     assert band.fill == "tonexty" and list(band.y) == [0.45]  # shaded from the baseline out to the edge
-    assert list(named["bm25 slow-drift edge"].y) == [0.5, 0.5]
-    assert [s.y0 for s in fig.layout.shapes if s.y0 == s.y1] == [0.3]  # the floor line
-    marker = named["alert fired"]
-    assert list(marker.y) == [0.4] and marker.marker.color == charts.SEVERITY_COLOURS["alert"]
-    assert "&lt;20%&gt;" in marker.text[0] and "<20%>" not in marker.text[0]  # markup escaped
+    assert list(named["slow-drift edge"].y) == [0.5, 0.5]
+    assert [s.y0 for s in fig.layout.shapes if s.y0 == s.y1] == [0.3, 0.3]  # the floor line, in each panel
+    span, = [s for s in fig.layout.shapes if s.type == "rect"]  # the alert's run shaded in bm25's panel
+    assert span.xref == "x" and pd.Timestamp(span.x0) < DAYS[2] < pd.Timestamp(span.x1)
+    assert "alert (shaded runs)" in named
     event = [a for a in fig.layout.annotations if "injected" in a.text][0]
     assert event.text == "injected &lt;b&gt;40&lt;/b&gt; docs"
     assert fig.layout.title.text == "recall@5 by pipeline"
@@ -102,7 +103,8 @@ def test_rank_figure_puts_rank_one_on_top():
     history = pd.DataFrame({"run_date": DAYS, "pipeline": ["dense"] * 3, "rank": [1.0, math.nan, 4.0]})
     fig = charts.rank_figure(history, "q3")
     assert fig.data[0].name == "dense" and fig.data[0].y[0] == 1.0 and math.isnan(fig.data[0].y[1])
-    assert fig.layout.yaxis.autorange == "reversed"
+    low, high = fig.layout.yaxis.range
+    assert (low, high) == (4.5, 0.5) and fig.layout.yaxis.dtick == 1  # rank 1 on top, whole ranks only
     assert fig.layout.yaxis.title.text.startswith("rank")
 
 

@@ -17,7 +17,8 @@ import pytest
 from pipeline import job, store
 from pipeline.alerts import ALERT, DROP, FLOOR, WARNING, Alert
 from pipeline.config import AlertsConfig
-from pipeline.notify import OUTBOX_FILE, deliver, enqueue, notify_webhook, pending, summary_text
+from pipeline.notify import (ACKNOWLEDGE, MUTE, MUTES_FILE, OUTBOX_FILE, Silence, SilenceError, add_silence, deliver,
+                             enqueue, lift_silence, notify_webhook, pending, read_silences, summary_text)
 
 START = date(2026, 3, 1)
 
@@ -242,3 +243,36 @@ def test_runs_deliver_what_a_killed_or_failed_run_left_and_never_twice(e2e_confi
     # Re-running the date again sends nothing.
     assert job.run_day(config, run_date, embedder=embedder).notified is None
     assert len(receiver.bodies) == 1
+
+
+def test_a_muted_series_and_an_acknowledged_incident_are_not_sent(tmp_path, receiver):
+    # bm25 muted to day 1; dense's incident that started on day 0 acknowledged; hybrid untouched
+    add_silence(tmp_path, Silence(MUTE, FLOOR, "bm25", "recall@5", "reindexing, ignore", until=day(1).isoformat()))
+    add_silence(tmp_path, Silence(ACKNOWLEDGE, FLOOR, "dense", "recall@5", "on it (ana)", since=day(0).isoformat()))
+    dense_again = Alert(**{**floor_alert(2, "dense").row(), "since": day(2).isoformat()})  # a new incident later
+    enqueue(tmp_path, [floor_alert(0), floor_alert(0, "dense"), floor_alert(0, "hybrid"), floor_alert(2),
+                       dense_again])
+    assert [(a.run_date, a.pipeline) for a in pending(tmp_path)] == [
+        (day(0).isoformat(), "hybrid"), (day(2).isoformat(), "bm25"), (day(2).isoformat(), "dense")]
+    # silenced after being queued: dropped at delivery, never posted
+    add_silence(tmp_path, Silence(MUTE, FLOOR, "hybrid", "recall@5", "known flaky"))
+    assert deliver(tmp_path, receiver.url, timeout=5, retries=0) is True
+    assert [body["text"].splitlines()[0] for body in receiver.bodies] == [
+        f"driftwatch {day(2)}: 2 new alerts, 0 new warnings"]
+    assert pending(tmp_path) == []
+    assert [s.note for s in read_silences(tmp_path)] == ["reindexing, ignore", "on it (ana)", "known flaky"]
+    assert lift_silence(tmp_path, MUTE, (FLOOR, "hybrid", "recall@5")) and len(read_silences(tmp_path)) == 2
+
+
+@pytest.mark.parametrize("body, complaint", [
+    ("{not json", "not readable JSON"),
+    ('[{"kind": "snooze", "rule": "floor", "pipeline": "", "metric": "corpus", "note": "x"}]', "entry 1: kind must be"),
+    ('[{"kind": "mute", "rule": "floor", "pipeline": "", "metric": "corpus", "note": "x", "until": "soon"}]',
+     "until is not a date"),
+    ('[{"kind": "mute", "rule": "floor", "pipeline": "", "metric": "m", "note": " "}]', "needs a note"),
+])
+def test_a_broken_mutes_file_is_named_and_nothing_is_queued(tmp_path, body, complaint):
+    (tmp_path / MUTES_FILE).write_text(body, encoding="utf-8")
+    with pytest.raises(SilenceError, match=complaint) as raised:
+        enqueue(tmp_path, [floor_alert(0)])
+    assert str(tmp_path / MUTES_FILE) in str(raised.value) and not (tmp_path / OUTBOX_FILE).exists()

@@ -12,6 +12,13 @@ import pandas as pd
 import pytest
 
 from pipeline import series, store, views
+from pipeline.views import alerts as alerts_views
+from pipeline.views import drift as drift_views
+from pipeline.views import overview as overview_views
+from pipeline.views import questions as questions_views
+from pipeline.views import simulate as simulate_views
+from pipeline.views import trends as trends_views
+from pipeline.views import weekly as weekly_views
 from pipeline.config import AlertsConfig, ChunkingConfig, Config, load_config, to_toml
 from pipeline.corpus import Corpus, text_hash
 from pipeline.metrics import REGISTRY
@@ -79,8 +86,8 @@ def test_question_column_maps_mrr_to_rr():
 
 def test_threshold_note_follows_the_harmful_direction():
     config = AlertsConfig(drop={"recall@5": 0.05})
-    assert views.threshold_note("recall", 5, config) == "5% below the baseline and past its noise"
-    assert views.threshold_note("unjudged", 5, config) == "10% above the baseline and past its noise"
+    assert trends_views.threshold_note("recall", 5, config) == "5% below the baseline and past its noise"
+    assert trends_views.threshold_note("unjudged", 5, config) == "10% above the baseline and past its noise"
 
 
 # --- where the data is -------------------------------------------------------------------------------------
@@ -145,14 +152,14 @@ def test_alert_points_merge_the_rules_of_one_day(tmp_path):
 def test_filter_alerts_and_counts(tmp_path):
     alerts = stored(tmp_path, store.ALERTS, [alert(D1), alert(D2, severity="warning", rule="psi", pipeline=""),
                                              alert(D3), alert(D3, pipeline="q")])
-    assert len(views.filter_alerts(alerts)) == 4
-    assert views.filter_alerts(alerts, severities=["warning"])["rule"].tolist() == ["psi"]
-    assert views.filter_alerts(alerts, pipelines=[""])["rule"].tolist() == ["psi"]
-    assert views.filter_alerts(alerts, start=date(2026, 11, 3), end=date(2026, 11, 3))["run_date"].tolist() == [
+    assert len(alerts_views.filter_alerts(alerts)) == 4
+    assert alerts_views.filter_alerts(alerts, severities=["warning"])["rule"].tolist() == ["psi"]
+    assert alerts_views.filter_alerts(alerts, pipelines=[""])["rule"].tolist() == ["psi"]
+    assert alerts_views.filter_alerts(alerts, start=date(2026, 11, 3), end=date(2026, 11, 3))["run_date"].tolist() == [
         pd.Timestamp(D2)]
-    newest_first = views.filter_alerts(alerts, pipelines=["p"])["run_date"].tolist()
+    newest_first = alerts_views.filter_alerts(alerts, pipelines=["p"])["run_date"].tolist()
     assert newest_first == [pd.Timestamp(D3), pd.Timestamp(D1)]
-    counts = views.alert_counts(alerts)
+    counts = alerts_views.alert_counts(alerts)
     assert counts.set_index(["run_date", "severity"])["alerts"].to_dict() == {
         (pd.Timestamp(D1), "alert"): 1, (pd.Timestamp(D2), "warning"): 1, (pd.Timestamp(D3), "alert"): 2}
 
@@ -168,36 +175,59 @@ def test_run_events_and_last_run(tmp_path):
 # --- metric series ---------------------------------------------------------------------------------------
 
 
-def test_trailing_window_excludes_the_run_itself(tmp_path):
-    metrics = stored(tmp_path, store.METRICS, [metric(d, v) for d, v in zip((D1, D2, D3, D4), (0.2, 0.4, 0.6, 0.8))])
-    frame = views.with_trailing(metrics, window=2)
-    assert frame["trailing_n"].tolist() == [0, 1, 2, 2]
-    assert math.isnan(frame["trailing_mean"][0])
-    assert frame["trailing_mean"][1:].tolist() == pytest.approx([0.2, (0.2 + 0.4) / 2, (0.4 + 0.6) / 2])
-    assert frame["trailing_std"][2] == pytest.approx(np.std([0.2, 0.4], ddof=1))
-    assert math.isnan(frame["trailing_std"][1])  # one earlier value has no spread yet
+def consecutive_days(days: int) -> list[str]:
+    return [(date(2026, 11, 1) + pd.Timedelta(days=i)).isoformat() for i in range(days)]
 
 
-def test_equal_values_have_no_spread(tmp_path):
-    metrics = stored(tmp_path, store.METRICS, [metric(d, 0.1 + 0.2) for d in (D1, D2, D3, D4)])
-    assert views.with_trailing(metrics, window=3)["trailing_std"].tolist()[2:] == [0.0, 0.0]
+def test_a_slow_decline_is_not_ok_though_each_run_is_close_to_the_last(tmp_path):
+    # 0.90 falling 0.01 a run over 30 runs: the reference period (the rules' first 20 runs) averages 0.805, the
+    # last run 0.61 is 24% below it and 0.07 (10%) below a week ago, far past the 10% practical threshold.
+    days = consecutive_days(30)
+    values = [0.9 - 0.01 * i for i in range(30)]
+    metrics = stored(tmp_path, store.METRICS, [metric(d, v) for d, v in zip(days, values)])
+    alerts = stored(tmp_path, store.ALERTS, [alert(days[0])])  # an old alert does not colour today
+    config = AlertsConfig(reference_runs=20)
+    verdict = overview_views.verdict(metrics, alerts, "p", 5, config, names=("recall",))
+    status = verdict.series[0]
+    assert status.reference == pytest.approx(sum(values[:20]) / 20)
+    assert status.reference_days == (pd.Timestamp(days[0]), pd.Timestamp(days[19]))
+    assert (status.week_ago, status.week_ago_day) == (pytest.approx(values[-8]), pd.Timestamp(days[-8]))
+    assert status.against_reference == pytest.approx((sum(values[:20]) / 20 - values[-1]) / (sum(values[:20]) / 20))
+    assert verdict.status == "warning" and status.severity == ""
+    assert "recall@5 0.610: 24% worse than the reference period" in verdict.reason
+    assert "no rule fired" in verdict.reason
 
 
-def test_headline_cards(tmp_path):
-    metrics = stored(tmp_path, store.METRICS, [
-        *(metric(d, v) for d, v in ((D1, 0.5), (D2, 0.5), (D3, 0.8))),
-        *(metric(d, 0.7, pipeline="b") for d in (D1, D2, D3)),
-        metric(D3, 0.9, name="mrr"), metric(D3, 0.1, k=1)])
-    alerts = stored(tmp_path, store.ALERTS, [alert(D3, series="recall@5", severity="warning"),
-                                             alert(D2, pipeline="b")])  # an older alert does not colour today
-    cards = views.headline(metrics, alerts, k=5, window=7)
-    assert list(zip(cards["pipeline"], cards["metric"])) == [("p", "recall"), ("p", "mrr"), ("b", "recall")]
-    recall = cards.iloc[0]
-    assert (recall["value"], recall["trailing_mean"], recall["severity"]) == (0.8, 0.5, "warning")
-    assert recall["change"] == pytest.approx(0.8 - 0.5)
-    assert recall["history"] == [0.5, 0.5, 0.8]
-    assert cards.iloc[2]["severity"] == "" and cards.iloc[2]["change"] == pytest.approx(0.0)
-    assert math.isnan(cards.iloc[1]["trailing_mean"])  # mrr has no earlier run
+def test_an_alert_on_the_latest_run_makes_the_pipeline_red_and_names_the_rule(tmp_path):
+    days = consecutive_days(3)
+    metrics = stored(tmp_path, store.METRICS, [metric(d, 0.8) for d in days] + [metric(d, 0.9, pipeline="b")
+                                                                               for d in days])
+    alerts = stored(tmp_path, store.ALERTS, [alert(days[-1], rule="floor", series="recall@5")])
+    ok, red = (overview_views.verdict(metrics, alerts, p, 5, AlertsConfig(), names=("recall",)) for p in ("b", "p"))
+    assert (red.status, ok.status) == ("alert", "ok")
+    assert red.reason.startswith("floor on recall@5.") and red.series[0].severity == "alert"
+    assert math.isnan(ok.series[0].reference)  # 3 runs: the reference period is not complete yet
+    assert "level with" not in ok.reason and "0.900 on the first run" in ok.reason
+
+
+def test_one_condition_is_one_incident_with_its_daily_values(tmp_path):
+    runs = stored(tmp_path, store.RUNS, [run(D1, events="injected 40 documents"), run(D2), run(D3), run(D4)])
+    rows = [alert(D1, rule="drift", pipeline="", series="corpus", value=0.4),
+            *(alert(d, value=v) | {"since": D2} for d, v in ((D2, 0.5), (D3, 0.45), (D4, 0.4))),
+            alert(D2, series="mrr@5", severity="warning") | {"since": D2}]
+    alerts = stored(tmp_path, store.ALERTS, [{**r, "since": r.get("since", r["run_date"])} for r in rows])
+    table = alerts_views.incidents(alerts, runs)
+    assert len(table) == 3
+    recall = table[table["metric"] == "recall@5"].iloc[0]
+    assert (recall["start"], recall["last"], recall["runs"], recall["days"], recall["ongoing"]) == (
+        pd.Timestamp(D2), pd.Timestamp(D4), 3, 3, True)
+    assert recall["values"] == {D2: 0.5, D3: 0.45, D4: 0.4}
+    assert not table[table["metric"] == "mrr@5"].iloc[0]["ongoing"]
+    story, = alerts_views.episodes(table, runs)  # the drift on D1 and what followed from D2 chain into one
+    assert (story.start, story.first["rule"], story.note) == (pd.Timestamp(D1), "drift", "injected 40 documents")
+    sentence = overview_views.incident_sentence(story)
+    assert sentence.startswith(f"Ongoing since {D1} (4 days): drift on the corpus (fell)")
+    assert "Run note: injected 40 documents" in sentence and overview_views.most_hurt(story) == "p"
 
 
 def test_trend_draws_the_rules_own_band_for_watched_series(tmp_path):
@@ -208,7 +238,7 @@ def test_trend_draws_the_rules_own_band_for_watched_series(tmp_path):
     means = [sum(v[i] for v in values.values()) / 3 for i in range(5)]
     metrics = stored(tmp_path, store.METRICS, [metric(d, m) for d, m in zip(days, means)])
     config = AlertsConfig(window=3, floors={"recall@5": 0.4}, metrics=("recall@5",))
-    trend = views.trend(metrics, per_question, "recall", 5, ["p"], config, ks=(1, 5)).set_index("run_date")
+    trend = trends_views.trend(metrics, per_question, "recall", 5, ["p"], config, ks=(1, 5)).set_index("run_date")
     key = series.SeriesKey("p", REGISTRY["recall"], 5)
     expected = series.bands(per_question, key, config, n_tests=1).set_index("run_date")
     # the drop rule needs MIN_BASELINE (3) earlier runs: from D4 on, with the very contrast the rule tests
@@ -220,7 +250,7 @@ def test_trend_draws_the_rules_own_band_for_watched_series(tmp_path):
         min(test.baseline * 0.9, test.baseline - series.critical_z(config.alpha, 1) * test.sd))
     assert trend["edge"].equals(expected["edge"])
     assert (trend["floor"] == 0.4).all() and trend["watched"].all()
-    cut = views.trend(metrics, per_question, "recall", 5, ["p"], config, (1, 5), start=date(2026, 11, 5))
+    cut = trends_views.trend(metrics, per_question, "recall", 5, ["p"], config, (1, 5), start=date(2026, 11, 5))
     assert cut["run_date"].tolist() == [pd.Timestamp(D4), pd.Timestamp(D5)]
     assert cut["baseline"].tolist() == pytest.approx(trend["baseline"].tolist()[3:])  # computed before the cut
 
@@ -228,7 +258,7 @@ def test_trend_draws_the_rules_own_band_for_watched_series(tmp_path):
 def test_trend_of_an_unwatched_series_draws_no_band(tmp_path):
     metrics = stored(tmp_path, store.METRICS, [metric(d, 0.5, name="unjudged") for d in (D1, D2, D3, D4)])
     per_question = stored(tmp_path, store.PER_QUESTION, [question(d, "q1", 0.5, 1) for d in (D1, D2, D3, D4)])
-    trend = views.trend(metrics, per_question, "unjudged", 5, ["p"], AlertsConfig(window=3), ks=(5,))
+    trend = trends_views.trend(metrics, per_question, "unjudged", 5, ["p"], AlertsConfig(window=3), ks=(5,))
     assert trend["edge"].isna().all() and trend["baseline"].isna().all()
     assert not trend["watched"].any()  # the default watched series are hit, recall, mrr, ndcg
 
@@ -252,7 +282,7 @@ def questions(tmp_path) -> pd.DataFrame:
 
 
 def test_regressed_questions_worst_first(questions):
-    table = views.regressed_questions(questions, "p", 5, "recall", date(2026, 11, 2), date(2026, 11, 3),
+    table = questions_views.regressed_questions(questions, "p", 5, "recall", date(2026, 11, 2), date(2026, 11, 3),
                                       {"q1": "Who?"})
     assert table["question_id"].tolist() == ["q1", "q3"]
     assert table["question"].tolist() == ["Who?", ""]
@@ -261,43 +291,52 @@ def test_regressed_questions_worst_first(questions):
 
 
 def test_question_changes_read_the_per_question_column_of_a_metric(questions):
-    changes = views.question_changes(questions, "p", 5, "mrr", date(2026, 11, 2), date(2026, 11, 3))
+    changes = questions_views.question_changes(questions, "p", 5, "mrr", date(2026, 11, 2), date(2026, 11, 3))
     assert changes.loc["q2", "change"] == pytest.approx(0.5)  # rr, which the fixture sets to the recall
     assert changes.loc["q1", "harm"] == 1.0
 
 
 def test_heatmap_rows_are_ordered_by_regression(questions):
-    matrix = views.question_heatmap(questions, "p", 5, "recall", date(2026, 11, 2), date(2026, 11, 3))
+    matrix = questions_views.question_heatmap(questions, "p", 5, "recall", date(2026, 11, 2), date(2026, 11, 3))
     assert matrix.index.tolist() == ["q1", "q3", "q4", "q2"]
     assert list(matrix.columns) == [pd.Timestamp(D1), pd.Timestamp(D2)]
     assert matrix.loc["q1"].tolist() == [1.0, 0.0]
-    assert views.question_heatmap(questions, "p", 5, "recall", date(2026, 11, 2), date(2026, 11, 3),
+    assert questions_views.question_heatmap(questions, "p", 5, "recall", date(2026, 11, 2), date(2026, 11, 3),
                                   start=date(2026, 11, 3)).columns.tolist() == [pd.Timestamp(D2)]
 
 
 def test_rank_history_reads_one_k_and_leaves_gaps(questions):
-    history = views.rank_history(questions, "q1")
+    history = questions_views.rank_history(questions, "q1")
     assert history["rank"].tolist()[0] == 1.0 and math.isnan(history["rank"].tolist()[1])
     assert len(history) == 2  # the k=1 and k=5 rows give the same rank: one is read
-    assert views.rank_history(questions, "nope").empty
+    assert questions_views.rank_history(questions, "nope").empty
 
 
-def test_displacing_documents_are_those_above_the_gold_now(questions):
-    rows = views.question_rows(questions, "q3")
+def test_displacing_documents_are_those_that_overtook_a_gold_document(questions):
+    rows = questions_views.question_rows(questions, "q3")
     assert set(rows["question_id"]) == {"q3"}
-    assert views.retrieved(rows, "q3", "p", 5, date(2026, 11, 3)) == ["x", "g3"]
-    table = views.displacing(rows, "q3", "p", 5, date(2026, 11, 2), date(2026, 11, 3), ["g3"])
-    assert table.to_dict("list") == {"rank": [1], "doc_id": ["x"], "new_above": [True]}
-    # gold gone from the top k: every retrieved document is above it; y was already above it then
-    q1 = views.displacing(questions, "q1", "p", 5, date(2026, 11, 2), date(2026, 11, 3), ["g1"])
-    assert q1["doc_id"].tolist() == ["x", "z", "y"] and q1["new_above"].tolist() == [True, True, True]
-    stay = views.displacing(questions, "q3", "p", 5, date(2026, 11, 3), date(2026, 11, 3), ["g3"])
-    assert stay["new_above"].tolist() == [False]
+    assert questions_views.retrieved(rows, "q3", "p", 5, date(2026, 11, 3)) == ["x", "g3"]
+    table = questions_views.displacing(rows, "q3", "p", 5, date(2026, 11, 2), date(2026, 11, 3), ["g3"])
+    assert table.to_dict("list") == {"rank": [1], "doc_id": ["x"], "rank_then": [2], "displaced": ["g3"]}
+    # gold gone from the top k: every document now in it was below it then or absent
+    q1 = questions_views.displacing(questions, "q1", "p", 5, date(2026, 11, 2), date(2026, 11, 3), ["g1"])
+    assert q1["doc_id"].tolist() == ["x", "z", "y"] and q1["rank_then"].tolist() == [2, pd.NA, 3]
+    stay = questions_views.displacing(questions, "q3", "p", 5, date(2026, 11, 3), date(2026, 11, 3), ["g3"])
+    assert stay.empty
 
 
-def test_above_gold_and_ids_with_spaces():
-    assert views.above_gold(["a", "b", "g", "c"], {"g"}) == ["a", "b"]
-    assert views.above_gold(["a", "b"], {"g"}) == ["a", "b"]
+def test_a_second_gold_document_pushed_out_below_the_first_is_displaced(tmp_path):
+    # the demo's q19 on dense: eco-007 stays first, eco-011 (5th) leaves the top 5 when dup-207 and eco-071 come in
+    rows = stored(tmp_path, store.PER_QUESTION, [
+        question(D1, "q19", 1.0, 1, retrieved="eco-007 eco-021 pol-001 eco-011 tech-015"),
+        question(D2, "q19", 0.5, 1, retrieved="eco-007 dup-207 eco-071 eco-021 pol-001")])
+    table = questions_views.displacing(rows, "q19", "p", 5, date(2026, 11, 2), date(2026, 11, 3),
+                                       ["eco-007", "eco-011"])
+    assert table["doc_id"].tolist() == ["dup-207", "eco-071"]  # eco-021 and pol-001 were above eco-011 already
+    assert table["displaced"].tolist() == ["eco-011", "eco-011"] and table["rank_then"].isna().all()
+
+
+def test_ids_with_spaces_survive_the_store():
     assert store.split_ids(store.join_ids(["a b", "c%d"])) == ["a b", "c%d"]
 
 
@@ -305,7 +344,7 @@ def test_document_table_keeps_titles_as_text_and_only_http_links():
     info = {"d1": {"title": "<script>alert(1)</script>", "url": "javascript:alert(1)", "source": "feed",
                    "first_seen": D1, "deleted_at": None},
             "d2": {"title": "Fine", "url": "https://x.org/d2", "source": "feed", "first_seen": D2, "deleted_at": D3}}
-    table = views.document_table(["d1", "d2", "d3"], info, gold=["d2"])
+    table = questions_views.document_table(["d1", "d2", "d3"], info, gold=["d2"])
     assert table["title"].tolist() == ["<script>alert(1)</script>", "Fine", "(not in the corpus)"]
     assert table["link"].tolist() == [None, "https://x.org/d2", None]
     assert table["gold"].tolist() == [False, True, False] and table["rank"].tolist() == [1, 2, 3]
@@ -326,28 +365,28 @@ def test_composition_counts_documents_present_on_each_date(tmp_path):
         corpus.ingest([doc("d", "s2", ())], D2)
         corpus.delete(["a"], D3, reason="test")
         totals = [corpus.counts(d).total for d in (D1, D2, D3)]
-    documents = views.corpus_documents(tmp_path)
+    documents = drift_views.corpus_documents(tmp_path)
     assert sorted(documents["doc_id"]) == ["a", "b", "c", "d"]
     assert documents.set_index("doc_id")["category"].to_dict() == {"a": "x", "b": "y", "c": "x", "d": "(none)"}
     days = [date(2026, 11, 2), date(2026, 11, 3), date(2026, 11, 4)]
-    by_source = views.composition(documents, days, "source").pivot(index="run_date", columns="source",
+    by_source = drift_views.composition(documents, days, "source").pivot(index="run_date", columns="source",
                                                                    values="documents")
     assert by_source["s1"].tolist() == [2, 2, 1] and by_source["s2"].tolist() == [1, 2, 2]
     assert by_source.sum(axis=1).tolist() == totals
-    by_category = views.composition(documents, days, "category").pivot(index="run_date", columns="category",
+    by_category = drift_views.composition(documents, days, "category").pivot(index="run_date", columns="category",
                                                                        values="documents")
     assert by_category["x"].tolist() == [2, 2, 1] and by_category["(none)"].tolist() == [0, 1, 1]
-    assert views.corpus_documents(tmp_path / "absent").empty
-    assert views.composition(views.corpus_documents(tmp_path / "absent"), days, "source").empty
+    assert drift_views.corpus_documents(tmp_path / "absent").empty
+    assert drift_views.composition(drift_views.corpus_documents(tmp_path / "absent"), days, "source").empty
 
 
 def test_documents_info_reads_the_corpus_read_only(tmp_path):
     with Corpus.in_dir(tmp_path) as corpus:
         corpus.ingest([doc("a", "s1", ("x",))], D1)
-    info = views.documents_info(tmp_path, ["a", "missing"])
+    info = questions_views.documents_info(tmp_path, ["a", "missing"])
     assert info == {"a": {"title": "title a", "url": "https://x.org/a", "source": "s1", "first_seen": D1,
                           "deleted_at": None}}
-    assert views.documents_info(tmp_path / "absent", ["a"]) == {}
+    assert questions_views.documents_info(tmp_path / "absent", ["a"]) == {}
 
 
 def test_embedding_projection_uses_only_cached_vectors(tmp_path):
@@ -364,9 +403,12 @@ def test_embedding_projection_uses_only_cached_vectors(tmp_path):
         assert len(chunks) == 9  # one chunk per document at this size
         vectors = rng.normal(size=(len(chunks), 8)).astype(np.float32)
         corpus.cache_embeddings(key, {text_hash(c.text): v for c, v in zip(chunks[:-1], vectors[:-1])})
-    projection = views.embedding_projection(tmp_path, config, date(2026, 11, 2), date(2026, 11, 3))
+    projection = drift_views.embedding_projection(tmp_path, config, drift_views.Window(date(2026, 11, 2),
+                                                                                      date(2026, 11, 2)),
+                                                  drift_views.Window(date(2026, 11, 3), date(2026, 11, 3)))
     sides = projection.points.groupby("side").size().to_dict()
-    assert sides == {"reference": 6, "current": 8} and projection.n_missing == 1  # d8 has no cached vector
+    # each side is its window's new documents: d0-d5 against d6-d8, of which d8 has no cached vector
+    assert sides == {"reference": 6, "current": 2} and projection.n_missing == 1
     reference = projection.points[projection.points["side"] == "reference"]
     assert reference["x"].mean() == pytest.approx(0, abs=1e-6)  # centred on the reference
     first, second = projection.explained
@@ -382,29 +424,29 @@ def test_drift_series_keep_the_requested_order_and_find_the_reference(tmp_path):
             for d in (D1, D2) for s, v in (("psi_mean", 0.1), ("psi_max", 0.3), ("top1_cosine_dense", 0.6),
                                            ("top1_cosine_hybrid", 0.5))]
     drift = stored(tmp_path, store.DRIFT, rows)
-    series = views.drift_series(drift, ["psi_max", "psi_mean"])
+    series = drift_views.drift_series(drift, ["psi_max", "psi_mean"])
     assert series["statistic"].tolist() == ["psi_max", "psi_max", "psi_mean", "psi_mean"]
-    assert views.top1_statistics(drift) == {"top1_cosine_dense": "dense", "top1_cosine_hybrid": "hybrid"}
-    assert views.reference_date(drift) == date(2026, 11, 2)
+    assert drift_views.top1_statistics(drift) == {"top1_cosine_dense": "dense", "top1_cosine_hybrid": "hybrid"}
+    assert drift_views.reference_date(drift) == date(2026, 11, 2)
     store.write_reference(tmp_path, date(2026, 11, 1))
-    assert views.reference_date(drift.iloc[0:0], tmp_path) == date(2026, 11, 1)
+    assert drift_views.reference_date(drift.iloc[0:0], tmp_path) == date(2026, 11, 1)
 
 
 def test_side_by_side_joins_original_and_simulated(tmp_path):
     original = stored(tmp_path / "a", store.METRICS, [metric(D1, 0.5), metric(D2, 0.6)])
     simulated = stored(tmp_path / "b", store.METRICS, [metric(D1, 0.5), metric(D2, 0.4)])
-    table = views.side_by_side(views.metric_series(original, "recall", 5), views.metric_series(simulated, "recall", 5),
+    table = simulate_views.side_by_side(views.metric_series(original, "recall", 5), views.metric_series(simulated, "recall", 5),
                                "pipeline")
     assert table["change"].tolist() == pytest.approx([0.0, -0.2])
-    alone = views.side_by_side(views.metric_series(original, "recall", 5), None, "pipeline")
+    alone = simulate_views.side_by_side(views.metric_series(original, "recall", 5), None, "pipeline")
     assert alone["value_original"].tolist() == [0.5, 0.6] and alone["value_simulated"].isna().all()
 
 
 def test_sandbox_lies_outside_the_data_directory(tmp_path):
-    sandbox = views.sandbox_dir(tmp_path / "store")
-    assert tmp_path not in sandbox.parents and sandbox == views.sandbox_dir(tmp_path / "store")
-    assert sandbox != views.sandbox_dir(tmp_path / "other" / "store")
-    assert views.sandbox_info(tmp_path / "nothing", tmp_path / "store") is None
+    sandbox = simulate_views.sandbox_dir(tmp_path / "store")
+    assert tmp_path not in sandbox.parents and sandbox == simulate_views.sandbox_dir(tmp_path / "store")
+    assert sandbox != simulate_views.sandbox_dir(tmp_path / "other" / "store")
+    assert simulate_views.sandbox_info(tmp_path / "nothing", tmp_path / "store") is None
 
 
 def test_sandbox_info_describes_the_scenario(tmp_path):
@@ -415,21 +457,21 @@ def test_sandbox_info_describes_the_scenario(tmp_path):
     Corpus.in_dir(source).close()
     sandbox = tmp_path / "sandbox"
     prepare_sandbox(source, sandbox, Scenario("delete", date(2026, 11, 2), before=date(2026, 11, 1)))
-    info = views.sandbox_info(sandbox, source)
+    info = simulate_views.sandbox_info(sandbox, source)
     assert info.start == date(2026, 11, 2) and "published before 2026-11-01" in info.description
-    assert views.sandbox_info(sandbox, tmp_path / "another") is None
+    assert simulate_views.sandbox_info(sandbox, tmp_path / "another") is None
 
 
 # --- weeks --------------------------------------------------------------------------------------------------
 
 
 def test_iso_weeks():
-    assert views.iso_week(date(2026, 11, 23)) == "2026-W48"
-    assert views.week_bounds("2026-W48") == (date(2026, 11, 23), date(2026, 11, 29))
-    assert views.previous_week("2026-W01") == "2025-W52"  # 2026-W01 starts on Monday 2025-12-29
+    assert weekly_views.iso_week(date(2026, 11, 23)) == "2026-W48"
+    assert weekly_views.week_bounds("2026-W48") == (date(2026, 11, 23), date(2026, 11, 29))
+    assert weekly_views.previous_week("2026-W01") == "2025-W52"  # 2026-W01 starts on Monday 2025-12-29
     for bad in ("2026-48", "2026-W54", "W48", ""):
         with pytest.raises(ValueError):
-            views.week_bounds(bad)
+            weekly_views.week_bounds(bad)
 
 
 WEEK = "2026-W47"  # Monday 2026-11-16 to Sunday 2026-11-22; the previous week is 2026-W46
@@ -440,14 +482,14 @@ def test_weekly_means_against_the_previous_week(tmp_path):
         metric("2026-11-10", 0.8), metric("2026-11-16", 0.4), metric("2026-11-22", 0.6), metric("2026-11-23", 0.0),
         metric("2026-11-10", 0.5, name="unjudged"), metric("2026-11-17", 0.4, name="unjudged"),
         metric("2026-11-17", 0.9, pipeline="new")])
-    weekly = views.weekly_means(metrics, WEEK).set_index(["pipeline", "metric"])
+    weekly = weekly_views.weekly_means(metrics, WEEK).set_index(["pipeline", "metric"])
     recall = weekly.loc[("p", "recall")]
     assert recall["mean"] == pytest.approx(0.5) and recall["previous"] == 0.8
     assert recall["change"] == pytest.approx(-0.3) and recall["change_pct"] == pytest.approx(-37.5)
     assert recall["better"] is False or recall["better"] == False  # noqa: E712 (numpy bool)
     assert bool(weekly.loc[("p", "unjudged"), "better"])  # unjudged fell: better
     assert weekly.loc[("new", "recall"), "better"] is None and math.isnan(weekly.loc[("new", "recall"), "previous"])
-    assert views.weeks(stored(tmp_path, store.RUNS, [run("2026-11-10"), run("2026-11-16"), run("2026-11-22")])) == [
+    assert weekly_views.weeks(stored(tmp_path, store.RUNS, [run("2026-11-10"), run("2026-11-16"), run("2026-11-22")])) == [
         "2026-W46", "2026-W47"]
 
 
@@ -458,15 +500,15 @@ def test_week_regressions_and_corpus(tmp_path):
         question("2026-11-10", "q2", 0.5, 2), question("2026-11-17", "q2", 1.0, 1),
         question("2026-11-10", "q3", 1.0, 1), question("2026-11-17", "q3", 0.5, 3),
         question("2026-11-17", "q4", 0.0, 0)])  # q4 has no previous week: no change to rank
-    table = views.week_regressions(per_question, WEEK, 5)
+    table = weekly_views.week_regressions(per_question, WEEK, 5)
     assert table["question_id"].tolist() == ["q1", "q3"] and table["change"].tolist() == [-1.0, -0.5]
-    assert views.week_regressions(per_question, WEEK, 5, top=1)["question_id"].tolist() == ["q1"]
+    assert weekly_views.week_regressions(per_question, WEEK, 5, top=1)["question_id"].tolist() == ["q1"]
     runs = stored(tmp_path, store.RUNS, [run("2026-11-15", total=100), run("2026-11-16", total=110, new=10),
                                          run("2026-11-18", total=105, new=5, deleted=10, failed=1)])
-    week = views.week_corpus(runs, WEEK)
+    week = weekly_views.week_corpus(runs, WEEK)
     assert (week.runs, week.docs_new, week.docs_deleted, week.docs_start, week.docs_end) == (2, 15, 10, 100, 105)
     assert (week.degraded_runs, week.feeds_failed) == (1, 1)
-    assert views.week_corpus(runs, "2026-W46").docs_start is None
+    assert weekly_views.week_corpus(runs, "2026-W46").docs_start is None
 
 
 def test_alerts_display_has_dates_and_no_none():

@@ -1,0 +1,238 @@
+"""Derived, read-only tables for the dashboard and the weekly review, one module per page (`overview`, `trends`,
+`questions`, `drift`, `simulate`, `weekly`, `alerts`); this package module holds what several pages share:
+the data directory and its settings, labels, date filters, the open alerts and run notes. Pure functions over
+the store's frames; the corpus is only ever opened read-only. Bands and baselines come from `pipeline.series`."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from datetime import date
+from pathlib import Path
+
+import pandas as pd
+
+from pipeline.alerts import ALERT, WARNING
+from pipeline.config import DEFAULT_CONFIG_FILE, ENV_CONFIG, ENV_DATA_DIR, Config, load_config
+from pipeline.demo import DEMO_CONFIG
+from pipeline.gold import GoldQuestion, load_gold
+from pipeline.metrics import metric_info
+from pipeline import store
+# Column names, re-exported so that a page reads them from the views it renders.
+from pipeline.store import (DOCS_TOTAL, EVENTS, K, MESSAGE, METRIC, PIPELINE, QUESTION_ID,  # noqa: F401
+                            RULE, RUN_DATE, SEVERITY, STATISTIC, VALUE)
+
+METRIC_LABELS = {"hit": "hit rate", "recall": "recall", "precision": "precision", "mrr": "MRR", "ndcg": "nDCG",
+                 "unjudged": "unjudged share"}
+SEVERITY_RANK = {WARNING: 1, ALERT: 2}  # 0: no alert
+SEVERITY_OF_RANK = {rank: severity for severity, rank in SEVERITY_RANK.items()}
+
+
+# --- where the data is and how it was made ------------------------------------------------------------
+
+
+def resolve_data_dir(config: str | Path | None = None, data_dir: str | Path | None = None) -> Path:
+    """The data directory: `data_dir`, else $DRIFTWATCH_DATA_DIR, else the data_dir of `config`
+    ($DRIFTWATCH_CONFIG, then ./monitor.toml). Raises ConfigError when none of them gives one."""
+    chosen = data_dir or os.environ.get(ENV_DATA_DIR)
+    if chosen:
+        return Path(chosen).expanduser().resolve()
+    return load_config(config).data_dir
+
+
+def settings(data_dir: Path) -> Config:
+    """The configuration of a data directory: its demo.toml when the demo built it, else the config file
+    ($DRIFTWATCH_CONFIG, then ./monitor.toml) when one exists, else the built-in defaults."""
+    data_dir = Path(data_dir)
+    if (data_dir / DEMO_CONFIG).exists():
+        return load_config(data_dir / DEMO_CONFIG, data_dir=data_dir)
+    path = Path(os.environ.get(ENV_CONFIG) or DEFAULT_CONFIG_FILE)
+    if path.exists():
+        return load_config(path, data_dir=data_dir)
+    return Config(data_dir=data_dir, gold=Path())
+
+
+def has_history(data_dir: Path) -> bool:
+    return not store.read_runs(data_dir).empty
+
+
+def gold_questions(path: Path) -> dict[str, GoldQuestion]:
+    """The gold set by question id; empty when there is no such file (e.g. a config that names none)."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    return {q.id: q for q in load_gold(path)}
+
+
+# --- small helpers --------------------------------------------------------------------------------------
+
+
+def series_name(metric: str, k: int) -> str:
+    """"recall", 5 -> "recall@5", the name alerts.csv gives a series."""
+    return f"{metric}@{k}"
+
+
+def metric_label(metric: str, k: int | None = None) -> str:
+    name = METRIC_LABELS.get(metric, metric)
+    return name if k is None else f"{name}@{k}"
+
+
+def default_k(ks: Iterable[int]) -> int:
+    """The largest k not above 5 (the cutoff the alert rules watch by default), else the smallest."""
+    ks = sorted(set(int(k) for k in ks))
+    if not ks:
+        raise ValueError("no k to choose from")
+    return max([k for k in ks if k <= 5] or [ks[0]])
+
+
+def values_of(frame: pd.DataFrame, column: str) -> list:
+    """The distinct values of a column, in order of first appearance (pipelines keep their configured order)."""
+    return list(pd.unique(frame[column].dropna()))
+
+
+def run_dates(runs: pd.DataFrame) -> list[date]:
+    return sorted(runs[RUN_DATE].dt.date.unique())
+
+
+def escape_markdown(text: str) -> str:
+    """`text` as literal Markdown: every ASCII punctuation mark backslash-escaped (so `psi_mean` is not
+    italics, `$` not maths, `:red[...]` not a colour), line breaks folded to spaces."""
+    flat = re.sub(r"\s+", " ", str(text))
+    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", flat)
+
+
+def safe_url(url: object) -> str | None:
+    """`url` when it is an http(s) link, else None (a feed's link is untrusted: no javascript: or data: URLs)."""
+    return url if isinstance(url, str) and re.match(r"^https?://", url, re.I) else None
+
+
+def _day(value: date | str | pd.Timestamp) -> pd.Timestamp:
+    return pd.Timestamp(value).normalize()
+
+
+def between(frame: pd.DataFrame, start: date | None = None, end: date | None = None) -> pd.DataFrame:
+    """The rows whose run_date lies within [start, end] (an absent bound does not cut)."""
+    keep = pd.Series(True, index=frame.index)
+    if start is not None:
+        keep &= frame[RUN_DATE] >= _day(start)
+    if end is not None:
+        keep &= frame[RUN_DATE] <= _day(end)
+    return frame[keep]
+
+
+# --- runs and alerts ------------------------------------------------------------------------------------
+
+
+def last_run(runs: pd.DataFrame) -> pd.Series | None:
+    """The runs.csv row of the latest run date, or None without runs."""
+    if runs.empty:
+        return None
+    return runs.sort_values(RUN_DATE, kind="stable").iloc[-1]
+
+
+def open_alerts(alerts: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """The alert rows of the latest run (a runs.csv row means the run wrote its alerts), alerts before
+    warnings, then by rule, pipeline and metric."""
+    latest = last_run(runs)
+    if latest is None:
+        return alerts.iloc[0:0]
+    rows = alerts[alerts[RUN_DATE] == latest[RUN_DATE]]
+    order = rows[SEVERITY].map(SEVERITY_RANK).fillna(0)
+    return (rows.assign(_order=-order).sort_values(["_order", RULE, PIPELINE, METRIC], kind="stable")
+            .drop(columns="_order").reset_index(drop=True))
+
+
+def alerts_display(alerts: pd.DataFrame) -> pd.DataFrame:
+    """Alert rows for a table: run_date as a date, values rounded, and the columns that may be empty
+    (pipeline, baseline, change_pct, threshold) as text with "–" for an empty value rather than "None"."""
+    out = alerts.copy()
+    if RUN_DATE in out:
+        out[RUN_DATE] = pd.to_datetime(out[RUN_DATE]).dt.date
+    if VALUE in out:
+        out[VALUE] = pd.to_numeric(out[VALUE], errors="coerce").round(4)
+    formats = {"baseline": "{:.4f}", "threshold": "{:g}", "change_pct": "{:+.1f}"}
+    for column, form in formats.items():
+        if column in out:
+            numbers = pd.to_numeric(out[column], errors="coerce")
+            out[column] = [("–" if pd.isna(x) else form.format(x)) for x in numbers]
+    for column in (PIPELINE, METRIC):
+        if column in out:
+            out[column] = out[column].fillna("").astype(str).replace({"None": "", "nan": ""})
+    return out
+
+
+
+def alert_points(alerts: pd.DataFrame, metric: str, pipelines: Sequence[str] | None = None) -> pd.DataFrame:
+    """One point per run date and pipeline where alerts fired on `metric` (alerts.csv's metric, e.g.
+    "recall@5" or "psi_mean"): value, the most severe severity, and every message (one per line)."""
+    rows = alerts[alerts[METRIC] == metric]
+    if pipelines is not None:
+        rows = rows[rows[PIPELINE].fillna("").isin(list(pipelines))]
+    columns = [RUN_DATE, PIPELINE, VALUE, SEVERITY, MESSAGE]
+    if rows.empty:
+        return pd.DataFrame({c: rows[c] for c in columns}).reset_index(drop=True)
+    rows = rows.assign(_rank=rows[SEVERITY].map(SEVERITY_RANK).fillna(0),
+                       _line="[" + rows[SEVERITY] + " / " + rows[RULE] + "] " + rows[MESSAGE],
+                       **{PIPELINE: rows[PIPELINE].fillna("")})
+    grouped = rows.sort_values("_rank", ascending=False, kind="stable").groupby([RUN_DATE, PIPELINE], sort=True)
+    out = grouped.agg(value=(VALUE, "first"), severity=(SEVERITY, "first"), message=("_line", "\n".join))
+    return out.reset_index()[columns]
+
+
+def question_column(metric: str) -> str:
+    """metrics.csv's metric name -> its per_question.csv column ("mrr" -> "rr")."""
+    return metric_info(metric).column
+
+
+def run_events(runs: pd.DataFrame) -> pd.DataFrame:
+    """Run dates with a note in runs.csv's `events`: run_date, events."""
+    notes = runs[EVENTS].fillna("").astype(str).str.strip()
+    return runs.loc[notes != "", [RUN_DATE, EVENTS]].reset_index(drop=True)
+
+
+# --- metric series ---------------------------------------------------------------------------------------
+
+
+def with_trailing(metrics: pd.DataFrame, window: int) -> pd.DataFrame:
+    """Each metrics.csv row with its series' previous `window` runs summarised as the alert rules see them
+    (the run itself excluded, runs without a value skipped): trailing_mean, trailing_std (ddof=1), trailing_n."""
+    keys = [PIPELINE, K, METRIC]
+    frame = metrics.dropna(subset=[VALUE]).sort_values(keys + [RUN_DATE], kind="stable").reset_index(drop=True)
+    earlier = frame.groupby(keys, sort=False)[VALUE].shift(1)
+    by_series = earlier.groupby([frame[c] for c in keys], sort=False)
+    def rolling(how: str) -> pd.Series:
+        return by_series.transform(lambda s: getattr(s.rolling(window, min_periods=1), how)())
+
+    frame["trailing_mean"] = rolling("mean")
+    frame["trailing_std"] = rolling("std")
+    frame["trailing_n"] = rolling("count").fillna(0).astype(int)
+    # Equal values have no spread (their float std can come out as a rounding error), as in alerts.Trailing.
+    flat = rolling("max") == rolling("min")
+    frame.loc[flat & (frame["trailing_n"] >= 2), "trailing_std"] = 0.0
+    return frame
+
+
+
+
+def metric_series(metrics: pd.DataFrame, metric: str, k: int) -> pd.DataFrame:
+    """One metric@k over time for every pipeline: run_date, pipeline, value."""
+    rows = metrics[(metrics[METRIC] == metric) & (metrics[K] == k)]
+    return rows[[RUN_DATE, PIPELINE, VALUE]].sort_values([PIPELINE, RUN_DATE], kind="stable").reset_index(drop=True)
+
+
+# --- questions ---------------------------------------------------------------------------------------------
+
+
+
+# --- drift --------------------------------------------------------------------------------------------------
+
+
+
+# --- weeks ---------------------------------------------------------------------------------------------------
+
+
+
+# --- simulation sandboxes --------------------------------------------------------------------------------------
+
+

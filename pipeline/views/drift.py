@@ -1,0 +1,252 @@
+"""The Drift page: the verdict table of drift.csv, the statistics against their nulls, the corpus composition,
+the window's novel content and the projection of the current window against the reference."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pipeline import store
+from pipeline.config import Config
+from pipeline.corpus import CORPUS_FILE, Corpus, text_hash
+from pipeline.store import (REFERENCE_DATE, RUN_DATE, STATISTIC, VALUE)
+from pipeline.views import _day
+
+
+UNCATEGORISED = "(none)"
+
+
+def drift_series(drift: pd.DataFrame, statistics: Sequence[str]) -> pd.DataFrame:
+    """drift.csv rows of the given statistics: run_date, statistic, value (long; statistics in the order given)."""
+    order = {s: i for i, s in enumerate(statistics)}
+    rows = drift[drift[STATISTIC].isin(list(statistics))]
+    rows = rows.assign(_order=rows[STATISTIC].map(order)).sort_values(["_order", RUN_DATE], kind="stable")
+    return rows[[RUN_DATE, STATISTIC, VALUE]].reset_index(drop=True)
+
+
+VERDICT_COLUMNS = ("statistic", "value", "null 95%", "effect line", "p (Holm)", "verdict", "what is new")
+
+
+def drift_verdicts(drift: pd.DataFrame, day: date | None = None) -> pd.DataFrame:
+    """The Drift page's verdict table for one run (the latest when `day` is None): per statistic of the
+    family, its value, its null's 95% quantile at that run's sample sizes, the effect-size line, the
+    Holm-adjusted p-value, the verdict and, when drifted, what is new. Context statistics are left out."""
+    from pipeline.drift import CONTEXT
+
+    if drift.empty:
+        return pd.DataFrame(columns=list(VERDICT_COLUMNS))
+    when = pd.Timestamp(day) if day is not None else drift[RUN_DATE].max()
+    rows = drift[(drift[RUN_DATE] == when) & (drift["verdict"].fillna("") != CONTEXT)]
+    rows = rows[~rows[STATISTIC].astype(str).str.startswith("query_")]
+    return pd.DataFrame({
+        "statistic": rows[STATISTIC], "value": rows[VALUE], "null 95%": rows["null_value"],
+        "effect line": rows["threshold"], "p (Holm)": rows["p_value"],
+        "verdict": rows["verdict"].str.replace("_", " "), "what is new": rows["detail"].fillna(""),
+    }).reset_index(drop=True)
+
+
+def drift_window(drift: pd.DataFrame, day: date | None = None) -> dict[str, object]:
+    """What one run's drift rows compared: current window start, reference window, sample sizes."""
+    if drift.empty:
+        return {}
+    when = pd.Timestamp(day) if day is not None else drift[RUN_DATE].max()
+    rows = drift[drift[RUN_DATE] == when]
+    if rows.empty:
+        return {}
+    first = rows.iloc[0]
+    return {"run_date": when.date(), "current_start": first["current_start"], "reference_start": first["reference_start"],
+            "reference_end": first[REFERENCE_DATE], "n_current": first["n_current"], "n_reference": first["n_reference"]}
+
+
+def drift_against_null(drift: pd.DataFrame, statistic: str) -> pd.DataFrame:
+    """One statistic and its null's 95% quantile over time (long: run_date, statistic, value)."""
+    rows = drift[drift[STATISTIC] == statistic].sort_values(RUN_DATE, kind="stable")
+    value = rows[[RUN_DATE, VALUE]].assign(**{STATISTIC: statistic})
+    null = rows[[RUN_DATE, "null_value"]].rename(columns={"null_value": VALUE}).assign(
+        **{STATISTIC: f"{statistic}, no-drift 95%"})
+    return pd.concat([value, null], ignore_index=True)[[RUN_DATE, STATISTIC, VALUE]]
+
+
+def top1_statistics(drift: pd.DataFrame) -> dict[str, str]:
+    """The question-top1 cosine statistics present (top1_cosine_<pipeline>), each with its pipeline."""
+    from pipeline.drift import TOP1_COSINE  # drift imports scipy: only the pages that show drift pay for it
+
+    prefix = f"{TOP1_COSINE.name}_"
+    return {s: s.removeprefix(prefix) for s in sorted(drift[STATISTIC].unique()) if str(s).startswith(prefix)}
+
+
+def reference_date(drift: pd.DataFrame, data_dir: Path | None = None) -> date | None:
+    """The reference snapshot of the latest drift rows (reference.json's date when drift.csv has none)."""
+    rows = drift[drift[REFERENCE_DATE].fillna("").astype(str) != ""]
+    if len(rows):
+        return date.fromisoformat(rows.sort_values(RUN_DATE, kind="stable")[REFERENCE_DATE].iloc[-1])
+    return store.read_reference(data_dir) if data_dir is not None else None
+
+
+def corpus_documents(data_dir: Path) -> pd.DataFrame:
+    """Every document the corpus ever held: doc_id, first_seen, deleted_at (NaT while present), source and
+    category (its first; "(none)" without one), from its latest version. Empty without a corpus."""
+    columns = ["doc_id", "first_seen", "deleted_at", "source", "category"]
+    rows: list = []
+    if (Path(data_dir) / CORPUS_FILE).exists():
+        with Corpus.in_dir(data_dir, readonly=True) as corpus:
+            rows = corpus.lifetimes()
+    frame = pd.DataFrame(rows, columns=columns)
+    frame["first_seen"] = pd.to_datetime(frame["first_seen"], format="%Y-%m-%d")
+    frame["deleted_at"] = pd.to_datetime(frame["deleted_at"], format="%Y-%m-%d")
+    frame["category"] = frame["category"].replace("", UNCATEGORISED)
+    return frame
+
+
+def composition(documents: pd.DataFrame, dates: Iterable[date | pd.Timestamp], by: str) -> pd.DataFrame:
+    """Documents present on each date per value of `by` ("source" or "category"): run_date, <by>, documents.
+    A document is present from its first_seen date until the day before its deleted_at."""
+    days = pd.DatetimeIndex(sorted({_day(d) for d in dates}))
+    if documents.empty or days.empty:
+        return pd.DataFrame({RUN_DATE: pd.Series(dtype="datetime64[ns]"), by: pd.Series(dtype=object),
+                             "documents": pd.Series(dtype="int64")})
+    added = documents.groupby(["first_seen", by]).size().unstack(fill_value=0)
+    gone = documents.dropna(subset=["deleted_at"]).groupby(["deleted_at", by]).size().unstack(fill_value=0)
+    change = added.sub(gone, fill_value=0) if len(gone) else added
+    level = change.sort_index().cumsum()
+    level = level.reindex(level.index.union(days)).ffill().fillna(0).loc[days]
+    level.index.name, level.columns.name = RUN_DATE, by
+    out = level.stack().rename("documents").astype("int64").reset_index()
+    return out.sort_values([by, RUN_DATE], kind="stable").reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class Window:
+    """A span of run dates, both ends included: the documents first seen in it are the window's new content."""
+
+    start: date
+    end: date
+
+    def label(self) -> str:
+        return f"{self.start:%Y-%m-%d}" if self.start == self.end else f"{self.start:%Y-%m-%d} to {self.end:%Y-%m-%d}"
+
+
+def windows(drift: pd.DataFrame, day: date | None = None) -> tuple[Window, Window] | None:
+    """The reference and current windows one run's drift rows compared (the latest run when `day` is None)."""
+    found = drift_window(drift, day)
+    try:
+        dates = [date.fromisoformat(str(found[key])[:10]) for key in ("reference_start", "reference_end",
+                                                                         "current_start")]
+    except (KeyError, ValueError):
+        return None
+    return Window(dates[0], dates[1]), Window(dates[2], found["run_date"])
+
+
+def conclusion(verdicts: pd.DataFrame) -> tuple[str, str]:
+    """The verdict table in a sentence, and its tone ("drifted", "stable" or "not enough data")."""
+    if verdicts.empty:
+        return "not enough data", "No drift statistics for this run yet."
+    drifted = verdicts[verdicts["verdict"] == "drifted"]
+    if len(drifted):
+        names = ", ".join(drifted["statistic"])
+        new = next((d for d in drifted["what is new"] if d), "")  # the details repeat one another: the first
+        new = new if len(new) <= 300 else new[:299] + "…"
+        return "drifted", (f"Drifted: {names} passed both the null and the effect line"
+                           + (f". New: {new}" if new else "") + ".")
+    if (verdicts["verdict"] == "not enough data").all():
+        return "not enough data", "Not enough new chunks in the window to test against the reference."
+    return "stable", ("Stable: no statistic is both significant after Holm's correction and past its effect line "
+                      "(the window's new content is like the reference's).")
+
+
+def in_window(documents: pd.DataFrame, window: Window) -> pd.DataFrame:
+    """The documents first seen within the window."""
+    seen = documents["first_seen"]
+    return documents[(seen >= pd.Timestamp(window.start)) & (seen <= pd.Timestamp(window.end))]
+
+
+def window_composition(documents: pd.DataFrame, reference: Window, current: Window, by: str) -> pd.DataFrame:
+    """New documents per value of `by` (source or category) in the reference and the current window, with
+    their shares: <by>, reference, current, reference_share, current_share, change (of the share); largest
+    change first."""
+    counts = pd.concat([in_window(documents, reference)[by].value_counts().rename("reference"),
+                        in_window(documents, current)[by].value_counts().rename("current")], axis=1).fillna(0)
+    counts = counts.astype("int64")
+    out = counts.assign(reference_share=counts["reference"] / max(1, counts["reference"].sum()),
+                        current_share=counts["current"] / max(1, counts["current"].sum()))
+    out["change"] = out["current_share"] - out["reference_share"]
+    out = out.rename_axis(by).reset_index()
+    return out.sort_values(["change", by], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
+def novel_documents(documents: pd.DataFrame, reference: Window, current: Window) -> pd.DataFrame:
+    """The documents new in the current window, those from a source or category the reference window lacks
+    first: doc_id, first_seen, source, category, new_source, new_category."""
+    before = in_window(documents, reference)
+    rows = in_window(documents, current)
+    rows = rows.assign(new_source=~rows["source"].isin(set(before["source"])),
+                       new_category=~rows["category"].isin(set(before["category"])))
+    rows = rows.assign(_novel=rows["new_source"].astype(int) + rows["new_category"].astype(int))
+    rows = rows.sort_values(["_novel", "source", "category", "first_seen", "doc_id"],
+                            ascending=[False, True, True, True, True], kind="stable")
+    return rows[["doc_id", "first_seen", "source", "category", "new_source", "new_category"]].reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Reference and current chunk embeddings on the reference's first two principal components."""
+
+    points: pd.DataFrame  # side ("reference" / "current"), x, y, chunk_id, doc_id
+    reference_date: date
+    current_date: date
+    explained: tuple[float, float]  # share of the reference's variance along each axis
+    n_missing: int  # sampled chunks without a cached embedding, left out
+
+
+def embedding_projection(data_dir: Path, config: Config, reference: Window, current: Window,
+                         cap: int = 1500, seed: int = 0) -> Projection:
+    """The chunks of the documents first seen in each window (as the job chunks them, what the drift statistics
+    compare), at most `cap` per side (seeded), with the vectors the job cached under the configured embedder,
+    on the reference's first two principal components. Read-only: a chunk without a cached vector is left
+    out and counted rather than embedded (embed_cached would load the model and write the cache)."""
+    from pipeline.drift import project
+    from pipeline.embeddings import Embedder
+    from pipeline.job import chunk_documents
+
+    key = Embedder(config.embedder).key
+    sides: dict[str, tuple[np.ndarray, list]] = {}
+    missing = 0
+    with Corpus.in_dir(data_dir, readonly=True) as corpus:
+        for side, window in (("reference", reference), ("current", current)):
+            fresh = [d for d in corpus.snapshot(window.end) if window.start.isoformat() <= d.first_seen
+                     <= window.end.isoformat()]
+            chunks = chunk_documents(config, fresh)
+            rng = np.random.default_rng(seed)
+            keep = (np.sort(rng.choice(len(chunks), size=cap, replace=False)) if len(chunks) > cap
+                    else range(len(chunks)))
+            chosen = [chunks[i] for i in keep]
+            hashes = [text_hash(c.text) for c in chosen]
+            found = corpus.cached_embeddings(key, hashes)
+            present = [(c, found[h]) for c, h in zip(chosen, hashes) if h in found]
+            missing += len(chosen) - len(present)
+            vectors = np.stack([v for _, v in present]) if present else np.zeros((0, 0), dtype=np.float32)
+            sides[side] = (vectors, [c for c, _ in present])
+    (ref, ref_chunks), (cur, cur_chunks) = sides["reference"], sides["current"]
+    empty = pd.DataFrame({"side": pd.Series(dtype=object), "x": pd.Series(dtype=float), "y": pd.Series(dtype=float),
+                          "chunk_id": pd.Series(dtype=object), "doc_id": pd.Series(dtype=object)})
+    if len(ref) < 3 or len(cur) < 1 or ref.shape[1] != cur.shape[1]:
+        return Projection(empty, reference.end, current.end, (math.nan, math.nan), missing)
+    ref_xy, cur_xy = project(ref, cur, 2)
+    total = float(np.var(ref.astype(np.float64), axis=0).sum())
+    explained = tuple(float(v) / total if total else math.nan for v in np.var(ref_xy, axis=0))
+    explained = (explained + (math.nan, math.nan))[:2]
+    parts = []
+    for side, xy, chunks in (("reference", ref_xy, ref_chunks), ("current", cur_xy, cur_chunks)):
+        y = xy[:, 1] if xy.shape[1] > 1 else np.zeros(len(xy))
+        parts.append(pd.DataFrame({"side": side, "x": xy[:, 0], "y": y, "chunk_id": [c.id for c in chunks],
+                                   "doc_id": [c.doc_id for c in chunks]}))
+    return Projection(pd.concat(parts, ignore_index=True), reference.end, current.end, explained, missing)
+
+
+

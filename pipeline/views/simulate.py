@@ -1,0 +1,67 @@
+"""The Simulate page: where the sandbox lives, what it holds, and original against simulated series."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import tempfile
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import pandas as pd
+
+from pipeline import store
+from pipeline.store import (RUN_DATE, VALUE)
+
+
+def sandbox_dir(data_dir: Path) -> Path:
+    """Where the dashboard keeps the simulation sandbox of a data directory: a folder of the system's temporary
+    directory named after it (outside the data directory, as `simulate.prepare_sandbox` requires)."""
+    resolved = Path(data_dir).resolve()
+    digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:10]
+    return Path(tempfile.gettempdir()) / "driftwatch-sandboxes" / f"{resolved.name or 'data'}-{digest}"
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    path: Path
+    description: str  # the scenario's own description, e.g. "simulation: injected 40 offtopic documents"
+    start: date
+    created: str
+
+
+def sandbox_info(sandbox: Path, source: Path) -> SandboxInfo | None:
+    """What the sandbox holds, when it holds a simulation of `source` (None otherwise)."""
+    from pipeline.simulate import SANDBOX_FILE, Scenario
+
+    path = Path(sandbox) / SANDBOX_FILE
+    if not path.is_file() or not (Path(sandbox) / store.RUNS).exists():
+        return None
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        if Path(meta["source"]).resolve() != Path(source).resolve():
+            return None
+        raw = meta["scenario"]
+        scenario = Scenario(**{**raw, "start": date.fromisoformat(raw["start"]),
+                               "before": date.fromisoformat(raw["before"]) if raw.get("before") else None})
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+    return SandboxInfo(Path(sandbox), scenario.describe(), scenario.start, str(meta.get("created", "")))
+
+
+def side_by_side(original: pd.DataFrame, simulated: pd.DataFrame | None, group: str) -> pd.DataFrame:
+    """Two long series frames (run_date, <group>, value) joined per date and group, as `simulate.compare` joins
+    the metric series of a source and its sandbox: run_date, <group>, value_original, value_simulated, change.
+    Without a simulation the simulated values are NaN."""
+    keys = [RUN_DATE, group]
+    left = original[keys + [VALUE]]
+    if simulated is None:
+        both = left.rename(columns={VALUE: "value_original"}).assign(value_simulated=math.nan)
+    else:
+        both = left.merge(simulated[keys + [VALUE]], on=keys, suffixes=("_original", "_simulated"))
+    both["change"] = both["value_simulated"] - both["value_original"]
+    return both.sort_values(keys, kind="stable").reset_index(drop=True)
+
+
