@@ -95,7 +95,7 @@ def probe_sources(config: Config) -> list[Probe]:
         ids = frozenset(d.id for o in outcomes for d in o.documents)
         files = f" in {len(outcomes)} files" if kind == "folder" else ""
         detail = "; ".join(errors[:3]) + (f" (and {len(errors) - 3} more)" if len(errors) > 3 else "") if errors \
-            else f"{len(ids)} documents{files}"
+            else f"{sum(len(o.documents) for o in outcomes)} documents{files}"
         probes.append(Probe(kind, source.name, location, not errors, detail, ids))
     return probes
 

@@ -106,16 +106,19 @@ def _check_schema(db: sqlite3.Connection, path: Path) -> None:
 
 
 def check_file(path: Path) -> None:
-    """An existing corpus file must be a driftwatch corpus (read only: nothing is written); raises CorpusError."""
+    """An existing corpus file must be a driftwatch corpus; raises CorpusError. Nothing is written: a corpus closed
+    cleanly (no -wal file beside it) is opened immutable, so SQLite does not create its -wal and -shm files either
+    (`driftwatch check` leaves the data directory untouched)."""
     path = Path(path)
     if path.exists() and (path.is_dir() or path.stat().st_size > 0):
-        Corpus(path, readonly=True).close()
+        Corpus(path, readonly=True, immutable=not path.with_name(path.name + "-wal").exists()).close()
 
 
 class Corpus:
     """One SQLite file (WAL mode) in the data directory; use as a context manager."""
 
-    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+    def __init__(self, path: Path, *, readonly: bool = False, immutable: bool = False) -> None:
+        """`immutable` (with `readonly`): SQLite trusts that nobody changes the file while it is open."""
         self.path = Path(path)
         if readonly and not self.path.exists():
             raise CorpusError(f"{self.path}: no corpus yet")
@@ -123,7 +126,8 @@ class Corpus:
             check_file(self.path)  # before SQLite writes its tables into someone else's database
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True) if readonly else sqlite3.connect(self.path)
+            self.db = (sqlite3.connect(f"file:{self.path}?mode=ro{'&immutable=1' if immutable else ''}", uri=True)
+                       if readonly else sqlite3.connect(self.path))
         except sqlite3.Error as exc:
             raise CorpusError(f"{self.path}: cannot open the corpus (SQLite: {exc})") from None
         try:
