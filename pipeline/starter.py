@@ -198,7 +198,10 @@ def cron_line(config: Path) -> str:
 
 
 def workflow(config: str, gold: str) -> str:
-    """A GitHub Actions workflow gating pull requests with `driftwatch eval` (paths relative to the repository)."""
+    """A GitHub Actions workflow gating pull requests with `driftwatch eval` against the main branch's report
+    (kept in the Actions cache), as the repository's own retrieval-gate.yml does; paths relative to the repository."""
+    gate = (f"driftwatch eval --config {config} --gold {gold} --docs docs/ --k 5 --min-recall-at-k 0.6 "
+            "--max-drop 0.03 --baseline reports/main.json --baseline-optional --out reports/pr.json")
     return f"""# {WORKFLOW_FILE}: the driftwatch gate on every pull request
 name: driftwatch
 on:
@@ -214,9 +217,24 @@ jobs:
         with: {{python-version: "3.11"}}
       # Install driftwatch the way your team gets it: a git URL, a wheel or a vendored copy.
       - run: pip install "driftwatch @ git+https://github.com/driftwatch/driftwatch"
+      - name: Baseline report of main
+        uses: actions/cache/restore@v4
+        with:
+          path: reports/main.json
+          key: driftwatch-baseline-${{{{ github.event.pull_request.base.sha || github.sha }}}}
+          restore-keys: driftwatch-baseline-
       - name: Gate
         # --docs: the documents your gold set's ids point at (feed files or folders of them).
-        run: driftwatch eval --config {config} --gold {gold} --docs docs/ --k 5 --min-recall-at-k 0.6
+        run: {gate}
+      - name: The new baseline (main only)
+        if: github.ref == 'refs/heads/main'
+        run: cp reports/pr.json reports/main.json
+      - name: Store the new baseline (main only)
+        if: github.ref == 'refs/heads/main'
+        uses: actions/cache/save@v4
+        with:
+          path: reports/main.json
+          key: driftwatch-baseline-${{{{ github.sha }}}}
 """
 
 

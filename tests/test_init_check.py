@@ -216,3 +216,15 @@ def test_model_folders_in_a_config_are_relative_to_the_config_file(tmp_path, mon
         config.write_text(f'data_dir = "d"\ngold = "g"\n[embedder]\nmodel = "{given}"\n[rerank]\nmodel = "{given}"\n')
         cfg = load_config(config)
         assert cfg.embedder.model == str(expected) and cfg.rerank.model == str(expected), given
+
+
+def test_the_printed_workflow_is_yaml_whose_gate_the_cli_accepts():
+    yaml = pytest.importorskip("yaml")
+    from pipeline.cli import build_parser
+
+    flow = yaml.safe_load(starter.workflow("monitor.toml", "gold.jsonl"))
+    steps = flow["jobs"]["gate"]["steps"]
+    gate = next(step["run"] for step in steps if step.get("name") == "Gate")
+    assert gate.startswith("driftwatch eval ")
+    args = build_parser().parse_args(gate.split()[1:])
+    assert (args.config, args.gold, args.k, args.baseline_optional) == ("monitor.toml", "gold.jsonl", 5, True)
