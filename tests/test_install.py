@@ -26,7 +26,7 @@ RSS = Path(__file__).parent / "data" / "feeds" / "rss20.xml"
 IGNORED = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.pyc", "build", "*.egg-info", "demo-store",
                                  "store", "sandbox", ".pytest_cache", "out", "reports", "tests", "bench")
 
-pytest.importorskip("setuptools", reason="the build backend (setuptools) is not installed here")
+pytest.importorskip("setuptools", minversion="70.1", reason="the build backend of requirements-dev.txt is missing")
 
 
 @pytest.fixture(scope="module")
