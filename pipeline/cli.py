@@ -1,4 +1,5 @@
-"""The command line: `python -m pipeline run|backfill ...`; domain errors become one message and an exit code."""
+"""The command line: `driftwatch run|backfill ...` (or `python -m pipeline ...`); domain errors become one message
+and an exit code."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date, timedelta
+from pathlib import Path
 
 from pipeline.config import PIPELINES, load_config, require_sources
 from pipeline.errors import DriftwatchError
@@ -21,7 +23,7 @@ EXIT_BAD_INPUT = 2
 EXIT_LOCKED = 3
 
 _BAD_INPUT = (DriftwatchError,)  # every domain error: one message, exit 2
-DEMO_DATA_DIR = "data/demo-store"
+DEMO_DATA_DIR = "data/demo-store"  # relative to the working directory, like every path given on the command line
 
 log = logging.getLogger("pipeline")
 
@@ -39,8 +41,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
 
 
+def prog() -> str:
+    """How driftwatch was invoked, for help and hints: the installed command or `python -m pipeline`."""
+    return "driftwatch" if Path(sys.argv[0]).name == "driftwatch" else "python -m pipeline"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pipeline",
+    parser = argparse.ArgumentParser(prog=prog(),
                                      description="driftwatch: retrieval-quality drift monitor for RAG systems.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -134,6 +141,32 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", default=None,
                      help="the HTML file to write (default: reports/review-<week>.html in the data directory)")
     _common(rep)
+
+    init = sub.add_parser("init", help="write a starter monitor.toml and gold set, print the cron line and workflow",
+                          description="Write a commented monitor.toml (every key with its default) and a "
+                                      "three-question gold.jsonl template into DIR, then print the crontab line of "
+                                      "the daily job and a GitHub Actions workflow for the gate. Existing files are "
+                                      "not overwritten (exit 2) unless --force.")
+    init.add_argument("dir", nargs="?", default=".", help="where to write them (default: the current directory)")
+    init.add_argument("--force", action="store_true", help="overwrite monitor.toml and gold.jsonl if they exist")
+    init.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
+
+    chk = sub.add_parser("check", help="validate a config and reach every source once, writing nothing",
+                         description="Validate the config, the gold set and the data directory's files, reach every "
+                                     "source (and target) once within the fetch deadline, locate the models and "
+                                     "report which gold document ids the sources carry. Writes no series and "
+                                     "leaves the data directory untouched. Exit 0 when all is well, 1 when a source "
+                                     "is unreachable or a gold id is missing, 2 on a bad config.")
+    _common(chk)
+
+    app = sub.add_parser("app", help="open the dashboard (streamlit run app.py) on a data directory",
+                         description="Run the Streamlit dashboard (app.py, from the repository or the installed "
+                                     "copy) on the data directory of --data-dir, $DRIFTWATCH_DATA_DIR or the config "
+                                     "(--config, $DRIFTWATCH_CONFIG, ./monitor.toml).")
+    app.add_argument("--port", type=int, default=None, help="the port to serve on (default: Streamlit's, 8501)")
+    app.add_argument("streamlit_args", nargs="*", metavar="-- STREAMLIT_OPTION",
+                     help="options passed on to streamlit run, after --, e.g. -- --server.headless true")
+    _common(app)
     return parser
 
 
@@ -216,19 +249,24 @@ def _rebaseline(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _base_config(path_arg: str | None):
-    """--config, else $DRIFTWATCH_CONFIG or ./monitor.toml when present, else the built-in defaults."""
-    from pathlib import Path
+def _config_file(path_arg: str | None) -> Path | None:
+    """--config, else $DRIFTWATCH_CONFIG or ./monitor.toml when present, else None."""
+    from pipeline.config import DEFAULT_CONFIG_FILE, ENV_CONFIG
 
+    path = Path(path_arg or os.environ.get(ENV_CONFIG) or DEFAULT_CONFIG_FILE)
+    return path if path_arg or path.exists() else None
+
+
+def _base_config(path_arg: str | None):
+    """The config of `_config_file`, else the built-in defaults."""
     from pipeline.config import Config
 
-    path = Path(path_arg or os.environ.get("DRIFTWATCH_CONFIG") or "monitor.toml")
-    return load_config(path) if path_arg or path.exists() else Config(data_dir=Path(), gold=Path())
+    path = _config_file(path_arg)
+    return load_config(path) if path else Config(data_dir=Path(), gold=Path())
 
 
 def _baseline(args: argparse.Namespace):
     """The --baseline report; None without one, or when it is missing and --baseline-optional says that is fine."""
-    from pathlib import Path
 
     from pipeline.gate import load_report
 
@@ -242,7 +280,6 @@ def _baseline(args: argparse.Namespace):
 
 def _eval(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
     from pipeline.gate import evaluate_documents, judge, table
 
@@ -317,27 +354,38 @@ def _backfill(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from pipeline.demo import build_demo
 
     base = _base_config(args.config)
+    target = Path(args.data_dir).resolve()
+    print(f"building the demo history in {target}", file=sys.stderr)
     with _progress(args.days, "demo") as progress:
-        results = build_demo(base, Path(args.data_dir), days=args.days, drift_day=args.drift_day, progress=progress)
+        results = build_demo(base, target, days=args.days, drift_day=args.drift_day, progress=progress)
     print(_summary(results[-1]))
-    print(f"demo history ({len(results)} runs) written to {Path(args.data_dir).resolve()}")
-    default = args.data_dir == DEMO_DATA_DIR  # the data_dir of the shipped monitor.toml, which the app reads
-    print("open it with: " + ("" if default else f"DRIFTWATCH_DATA_DIR={args.data_dir} ") + "streamlit run app.py")
+    print(f"demo history ({len(results)} runs) written to {target}")
+    read_by_default = _dashboard_dir(args.config) == target  # e.g. the data_dir of the shipped monitor.toml
+    print(f"open it with: {prog()} app" + ("" if read_by_default else f" --data-dir {target}"))
     return EXIT_OK
 
 
+def _dashboard_dir(config: str | None) -> Path | None:
+    """The data directory the dashboard reads without --data-dir, or None when nothing names one."""
+    from pipeline.views import resolve_data_dir
+
+    try:
+        return resolve_data_dir(config)
+    except DriftwatchError:
+        return None
+
+
 def _simulate(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from pipeline import store
     from pipeline.simulate import Scenario, check_metric, compare, last_run, simulate, source_config
 
-    fallback = load_config(args.config) if args.config or Path("monitor.toml").exists() else None
+    config_file = _config_file(args.config)
+    fallback = load_config(config_file) if config_file else None
     source = Path(args.data_dir or (fallback.data_dir if fallback else DEMO_DATA_DIR))
     config = source_config(source, fallback)
     start = args.date or last_run(source)
@@ -359,7 +407,6 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from pipeline import store
     from pipeline.report import default_path, latest_week, weekly_review_html
@@ -375,8 +422,55 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _init(args: argparse.Namespace) -> int:
+    from pipeline.starter import init
+
+    starter = init(Path(args.dir), force=args.force)
+    print("\n".join(f"wrote {path}" for path in starter.written))
+    print(f"\nnext: add your feeds as [[sources]] and your questions to the gold set (a document's id is its feed "
+          f"item's guid or id, else its link), then\n  {prog()} check --config {starter.config}")
+    print(f"\nthe daily job, as a crontab line (crontab -e):\n  {starter.cron}")
+    print("\na GitHub Actions workflow for the gate (copy it to .github/workflows/driftwatch.yml):\n")
+    print(starter.workflow)
+    return EXIT_OK
+
+
+def _check(args: argparse.Namespace) -> int:
+    from pipeline.check import check, table
+
+    report = check(load_config(args.config, data_dir=args.data_dir))
+    print(table(report))
+    return EXIT_OK if report.ok else EXIT_ALERT
+
+
+def _app(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from pipeline.config import ENV_CONFIG, ENV_DATA_DIR
+    from pipeline.paths import app_file
+    from pipeline.views import resolve_data_dir
+
+    env = dict(os.environ)
+    if args.config:  # the app runs in this working directory, but resolve now so the message names the file
+        env[ENV_CONFIG] = str(Path(args.config).resolve())
+    env[ENV_DATA_DIR] = str(resolve_data_dir(args.config, args.data_dir))
+    script = app_file()
+    if not script.is_file():
+        print(f"error: the dashboard is missing ({script} not found): reinstall driftwatch", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    # .streamlit/config.toml is read from the working directory only: the settings that matter go on the line.
+    command = [sys.executable, "-m", "streamlit", "run", str(script), "--browser.gatherUsageStats", "false"]
+    if args.port is not None:
+        command += ["--server.port", str(args.port)]
+    print(f"dashboard on {env[ENV_DATA_DIR]}", file=sys.stderr)
+    try:
+        return subprocess.run([*command, *args.streamlit_args], check=False, env=env).returncode
+    except KeyboardInterrupt:  # Ctrl-C reaches streamlit too, which stops on it
+        return EXIT_OK
+
+
 COMMANDS = {"run": _run, "backfill": _backfill, "rebaseline": _rebaseline, "eval": _eval, "demo": _demo,
-            "simulate": _simulate, "report": _report}
+            "simulate": _simulate, "report": _report, "init": _init, "check": _check, "app": _app}
 
 
 def _configure_logging(verbose: bool) -> None:

@@ -526,6 +526,16 @@ def require_sources(cfg: Config) -> None:
                           "pipelines needs at least one [[sources]] table with a name and a url or path")
 
 
+def _model_path(name: str, base: Path) -> str:
+    """A model given as a relative folder (./x, ../x, a/b/c, or a folder that exists beside the config file) is
+    relative to the config file like every other path; a hub id (name or owner/name) stays as it is."""
+    if name.startswith(("/", "~")):
+        return name
+    if name.startswith(("./", "../")) or name.count("/") > 1 or (base / name).is_dir():
+        return str(base / name)
+    return name
+
+
 def load_config(path: Path | str | None = None, *, data_dir: Path | str | None = None) -> Config:
     """Read and validate a config file.
 
@@ -547,6 +557,8 @@ def load_config(path: Path | str | None = None, *, data_dir: Path | str | None =
         cfg = _build(Config, raw, "", base)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    cfg = cfg.replace(embedder=dataclasses.replace(cfg.embedder, model=_model_path(cfg.embedder.model, base)),
+                      rerank=dataclasses.replace(cfg.rerank, model=_model_path(cfg.rerank.model, base)))
     override = data_dir or os.environ.get(ENV_DATA_DIR)
     if override:
         cfg = cfg.replace(data_dir=Path(override).expanduser().resolve())

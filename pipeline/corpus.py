@@ -106,7 +106,8 @@ def _check_schema(db: sqlite3.Connection, path: Path) -> None:
 
 
 def check_file(path: Path) -> None:
-    """An existing corpus file must be a driftwatch corpus (read only: nothing is written); raises CorpusError."""
+    """An existing corpus file must be a driftwatch corpus; raises CorpusError. Nothing is written (see
+    `_readonly_uri`: `driftwatch check` leaves the data directory untouched)."""
     path = Path(path)
     if path.exists() and (path.is_dir() or path.stat().st_size > 0):
         Corpus(path, readonly=True).close()

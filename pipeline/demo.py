@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from pipeline.errors import DriftwatchError
-
 import json
 import shutil
 from collections.abc import Callable, Iterable, Sequence
@@ -14,11 +12,12 @@ from email.utils import format_datetime
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from pipeline import store
+from pipeline import paths, store
 from pipeline.config import Config, SourceConfig, to_toml
 from pipeline.corpus import CORPUS_FILE, Corpus
+from pipeline.errors import DriftwatchError
 
-DEMO_DIR = Path(__file__).resolve().parents[1] / "data" / "demo"
+DEMO_DIR = paths.demo_dir()  # data/demo of the checkout, or of the installed copy
 ARTICLES_DIR = DEMO_DIR / "articles"
 PACKS_DIR = DEMO_DIR / "packs"
 FEEDS_DIR = DEMO_DIR / "feeds"
@@ -209,6 +208,8 @@ def build_demo(base: Config, data_dir: Path, *, days: int = MAX_RUNS, drift_day:
     """
     from pipeline.job import backfill
 
+    if not GOLD_FILE.is_file():
+        raise DemoError(f"the bundled demo data is missing ({GOLD_FILE} not found): reinstall driftwatch")
     if not 1 <= days <= MAX_RUNS:
         raise DemoError(f"--days must be between 1 and {MAX_RUNS}, got {days}")
     drift_day = drift_day or demo_date(DRIFT_DAY)

@@ -1,0 +1,256 @@
+"""`driftwatch init`: a commented starter monitor.toml written from config.py's defaults (so it cannot drift from
+them), a three-question gold set template, and the cron line and GitHub Actions workflow that run it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline import __version__
+from pipeline.config import DEFAULT_CONFIG_FILE, Config, _toml_value
+from pipeline.errors import DriftwatchError
+
+STARTER_DATA_DIR = "data"
+STARTER_GOLD = "gold.jsonl"
+WORKFLOW_FILE = Path(".github") / "workflows" / "driftwatch.yml"
+COMMENT_COLUMN = 38
+
+# One line of meaning per key, by section ("" for the top level). A key config.py gains without a note here is
+# caught by a test, so the starter always lists every key.
+NOTES: dict[str, dict[str, str]] = {
+    "": {
+        "data_dir": "corpus.sqlite and the CSV series ($DRIFTWATCH_DATA_DIR overrides)",
+        "gold": "the gold set: one JSON question per line",
+        "sources": "one [[sources]] table per feed, with a name and a url or a path",
+    },
+    "fetch": {
+        "timeout": "seconds for a whole request (connect, headers and body)",
+        "max_bytes": "larger feed bodies are refused",
+        "user_agent": "sent with every request (default: driftwatch's name and version)",
+    },
+    "embedder": {
+        "model": "a hub id or a local folder (relative to this file); the default works offline",
+        "batch_size": "texts encoded at once",
+        "device": "cpu, cuda, cuda:N or mps",
+        "truncate_dim": "keep only the first N dimensions (default: all)",
+    },
+    "chunking": {
+        "size": "words per chunk",
+        "overlap": "words shared by consecutive chunks",
+    },
+    "retrieval": {
+        "pipelines": "also: \"hybrid_rerank\" (a cross-encoder, see [rerank])",
+        "k": "cutoffs every metric is computed at",
+        "candidate_depth": "documents each branch returns before fusion (>= the largest k)",
+        "fusion_depth": "cut each branch's list to this many before RRF (default: candidate_depth)",
+        "rrf_k": "reciprocal rank fusion: 1 / (rrf_k + rank)",
+        "dense_index": "\"flat\" (exact) or \"hnsw\" (approximate, for large corpora)",
+        "hnsw_m": "HNSW graph degree",
+        "hnsw_ef_search": "HNSW search breadth",
+    },
+    "bm25": {
+        "k1": "term-frequency saturation",
+        "b": "document-length normalisation",
+        "method": "robertson, lucene, atire, bm25l or bm25+",
+        "stopwords": "\"en\" or \"none\"",
+    },
+    "rerank": {
+        "model": "the cross-encoder of the hybrid_rerank pipeline",
+        "depth": "top hybrid documents re-scored",
+        "batch_size": "pairs scored at once",
+    },
+    "corpus": {
+        "max_age_days": "documents older than this are marked deleted (default: keep all)",
+    },
+    "drift": {
+        "window_days": "days of new chunks in the current window",
+        "max_window_days": "the current window grows up to this until it holds min_current chunks",
+        "reference_days": "days of new chunks in the reference window before it",
+        "min_current": "fewer new chunks: \"not enough new data\", no verdict",
+        "min_reference": "fewer reference chunks: no verdict",
+        "n_components": "PSI and KS on principal components fitted on both windows",
+        "bins": "PSI bins: the reference's quantiles",
+        "epsilon": "share given to an empty bin",
+        "sample_cap": "chunks per side at most (a seeded sample)",
+        "permutations": "draws of each statistic's permutation null",
+        "alpha": "family-wise error of a run's verdicts (Holm over the statistics)",
+        "psi_effect": "PSI above its null mean that counts as drift",
+        "ks_effect": "largest KS distance that counts as drift",
+        "classifier_effect": "domain classifier's balanced accuracy above its null mean",
+        "novelty_effect": "share of new chunks unlike anything in the reference, above its null mean",
+        "duplicate_effect": "share of new chunks with a near copy, above the reference's own share",
+        "composition_effect": "share of new chunks in categories or sources the reference lacks",
+        "duplicate_cosine": "nearest-neighbour cosine at or above which a chunk is a near copy",
+        "max_deleted_share": "a run deleting more of the corpus than this alerts",
+        "seed": "seed of every sample and permutation",
+        "evidently": "Evidently's domain classifier as context",
+        "query_log": "real user queries, one per line or JSONL with query and timestamp (default: none)",
+        "query_window_days": "the current window of the query log",
+    },
+    "alerts": {
+        "window": "runs forming the drop rule's baseline",
+        "criticality": "critical (5%), standard (10%) or exploratory (20%) change counts",
+        "metrics": "series the drop and slow-drift rules watch (empty: hit, recall, mrr, ndcg at k=5)",
+        "drop": "per-metric relative drop, e.g. {\"recall@5\" = 0.05}",
+        "floors": "absolute limit per metric@k, e.g. {\"recall@5\" = 0.5}",
+        "alpha": "family-wise error per rule and run (Holm over the watched series)",
+        "permutations": "Monte Carlo draws of the paired test's null",
+        "confirm_days": "a drop warns on its first run and alerts once it holds this many",
+        "reference_runs": "the slow-drift rule's reference period: the first N runs",
+        "reference_start": "pin the reference period's first run date (default: the first run)",
+        "ewma_smoothing": "weight of the newest run in the slow-drift moving mean",
+        "webhook_url": "a Slack-compatible incoming webhook; only new alerts are sent (default: none)",
+        "webhook_timeout": "seconds for one webhook request",
+        "webhook_retries": "retries of a failed webhook request",
+    },
+}
+
+# What a commented-out key shows where its default is "none" (it cannot be written in TOML), or is computed.
+EXAMPLES = {
+    ("embedder", "truncate_dim"): 128,
+    ("retrieval", "fusion_depth"): 50,
+    ("corpus", "max_age_days"): 30,
+    ("drift", "query_log"): "queries.jsonl",
+    ("alerts", "reference_start"): "2026-01-01",
+    ("alerts", "webhook_url"): "https://hooks.slack.com/services/...",
+}
+COMMENTED = {("fetch", "user_agent")}  # its default names the running version: an upgrade should bring the new one
+
+GOLD_TEMPLATE = [
+    {"id": "q1", "question": "What does the new parental leave policy say?", "relevant": ["doc-id-1"]},
+    {"id": "q2", "question": "When does the spring release ship?", "relevant": {"doc-id-2": 2, "doc-id-3": 1}},
+    {"id": "q3", "question": "Who approved budget item B-17?", "relevant": ["doc-id-4"], "tags": ["identifier"]},
+]
+
+
+class InitError(DriftwatchError):
+    """`init` would overwrite a file (without --force)."""
+
+
+@dataclass(frozen=True)
+class Starter:
+    written: tuple[Path, ...]
+    config: Path
+    cron: str
+    workflow: str
+
+
+def _line(assignment: str, note: str) -> str:
+    return f"{assignment:<{COMMENT_COLUMN - 1}} # {note}"
+
+
+def starter_toml() -> str:
+    """The starter monitor.toml: every key of config.py with its default (commented out where the default cannot
+    be written) and one line of meaning."""
+    top = NOTES[""]
+    lines = [
+        f"# driftwatch configuration (written by `driftwatch init`, driftwatch {__version__}).",
+        "# Relative paths are relative to this file. Every key shows its default: delete a line to keep the",
+        "# default, change it to tune. Unknown keys are refused. `driftwatch check` validates this file,",
+        "# reaches every source once and reports the gold ids it finds, without writing anything.",
+        "",
+        _line(f"data_dir = {_toml_value(STARTER_DATA_DIR)}", top["data_dir"]),
+        _line(f"gold = {_toml_value(STARTER_GOLD)}", top["gold"]),
+        "",
+        f"# [[sources]]: {top['sources']}: `url` (http/https,",
+        "# fetched with conditional GET) or `path` (a feed file, or a folder of dated files YYYY-MM-DD[-name].xml",
+        "# replayed up to the run date). A run needs at least one.",
+        "# [[sources]]",
+        '# name = "my-feed"',
+        '# url = "https://example.org/rss.xml"',
+        "# [[sources]]",
+        '# name = "archive"',
+        '# path = "feeds/archive"',
+    ]
+    for f in dataclasses.fields(Config):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else None
+        if f.name in ("data_dir", "gold", "sources", "file"):
+            continue
+        if not dataclasses.is_dataclass(default):  # a list of tables another part of driftwatch defines
+            lines += ["", f"# [[{f.name}]]  {top[f.name]}"]
+            continue
+        lines += ["", f"[{f.name}]"]
+        for key in dataclasses.fields(default):
+            value = getattr(default, key.name)
+            note = NOTES[f.name][key.name]
+            if value is None:
+                lines.append(_line(f"# {key.name} = {_toml_value(EXAMPLES[f.name, key.name])}", note))
+            elif (f.name, key.name) in COMMENTED:
+                lines.append(_line(f"# {key.name} = {_toml_value(value)}", note))
+            else:
+                lines.append(_line(f"{key.name} = {_toml_value(value)}", note))
+    return "\n".join(lines) + "\n"
+
+
+def gold_template() -> str:
+    return "".join(json.dumps(q) + "\n" for q in GOLD_TEMPLATE)
+
+
+def cron_line(config: Path) -> str:
+    """A crontab line for the daily job: this interpreter (cron has no venv on its PATH), an absolute config."""
+    log = config.parent / "driftwatch.log"
+    command = f"{shlex.quote(sys.executable)} -m pipeline run --config {shlex.quote(str(config))}"
+    return f"17 6 * * * {command} >> {shlex.quote(str(log))} 2>&1"
+
+
+def workflow(config: str, gold: str) -> str:
+    """A GitHub Actions workflow gating pull requests with `driftwatch eval` against the main branch's report
+    (kept in the Actions cache), as the repository's own retrieval-gate.yml does; paths relative to the repository."""
+    gate = (f"driftwatch eval --config {config} --gold {gold} --docs docs/ --k 5 --min-recall-at-k 0.6 "
+            "--max-drop 0.03 --baseline reports/main.json --baseline-optional --out reports/pr.json")
+    return f"""# {WORKFLOW_FILE}: the driftwatch gate on every pull request
+name: driftwatch
+on:
+  pull_request:
+  push:
+    branches: [main]
+jobs:
+  gate:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - uses: actions/setup-python@v5
+        with: {{python-version: "3.11"}}
+      # Install driftwatch the way your team gets it: a git URL, a wheel or a vendored copy.
+      - run: pip install "driftwatch @ git+https://github.com/driftwatch/driftwatch"
+      - name: Baseline report of main
+        uses: actions/cache/restore@v4
+        with:
+          path: reports/main.json
+          key: driftwatch-baseline-${{{{ github.event.pull_request.base.sha || github.sha }}}}
+          restore-keys: driftwatch-baseline-
+      - name: Gate
+        # --docs: the documents your gold set's ids point at (feed files or folders of them).
+        run: {gate}
+      - name: The new baseline (main only)
+        if: github.ref == 'refs/heads/main'
+        run: cp reports/pr.json reports/main.json
+      - name: Store the new baseline (main only)
+        if: github.ref == 'refs/heads/main'
+        uses: actions/cache/save@v4
+        with:
+          path: reports/main.json
+          key: driftwatch-baseline-${{{{ github.sha }}}}
+"""
+
+
+def init(directory: Path, *, force: bool = False) -> Starter:
+    """Write monitor.toml and gold.jsonl into `directory` (created when missing). Refuses, before writing
+    anything, to overwrite either file unless `force`."""
+    directory = Path(directory).expanduser().resolve()
+    files = {directory / DEFAULT_CONFIG_FILE: starter_toml(), directory / STARTER_GOLD: gold_template()}
+    if directory.exists() and not directory.is_dir():
+        raise InitError(f"{directory}: not a directory")
+    if not force:
+        for path in files:
+            if path.exists():
+                raise InitError(f"{path} already exists: not overwritten (pass --force to replace it)")
+    directory.mkdir(parents=True, exist_ok=True)
+    for path, text in files.items():
+        path.write_text(text, encoding="utf-8")
+    config = directory / DEFAULT_CONFIG_FILE
+    return Starter(tuple(files), config, cron_line(config), workflow(DEFAULT_CONFIG_FILE, STARTER_GOLD))

@@ -1,0 +1,129 @@
+"""`pip install .` into a fresh venv, then `driftwatch` run from another directory: help, init, check on a local
+feed, the bundled demo data and the dashboard found in the installed copy (not in this checkout).
+
+The new venv sees this interpreter's site-packages through a .pth file, so the dependencies (torch...) are not
+installed again; driftwatch itself is installed with --no-deps --no-build-isolation, as a user's pip would."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import site
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RSS = Path(__file__).parent / "data" / "feeds" / "rss20.xml"
+# What a build reads: the project files, not the checkout's history, venv or data directories.
+IGNORED = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.pyc", "build", "*.egg-info", "demo-store",
+                                 "store", "sandbox", ".pytest_cache", "out", "reports", "tests", "bench")
+
+pytest.importorskip("setuptools", minversion="70.1", reason="the build backend of requirements-dev.txt is missing")
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory) -> Path:
+    """A venv with driftwatch installed from a copy of this checkout; returns its bin folder."""
+    base = tmp_path_factory.mktemp("install")
+    source, env_dir = base / "source", base / "venv"
+    shutil.copytree(ROOT, source, ignore=IGNORED)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True)
+    bindir = env_dir / "bin"
+    purelib = subprocess.run([str(bindir / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    Path(purelib, "_parent_site.pth").write_text("\n".join(site.getsitepackages()) + "\n", encoding="utf-8")
+    subprocess.run([str(bindir / "python"), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--no-index", str(source)], check=True, cwd=base, env=_env())
+    shutil.rmtree(source)  # the installed copy must not lean on the tree it was built from
+    return bindir
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DRIFTWATCH_CONFIG", "DRIFTWATCH_DATA_DIR")}
+    return {**env, "HF_HUB_OFFLINE": "1"}
+
+
+def run(bindir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(bindir / args[0]), *args[1:]], cwd=cwd, env=_env(), capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_the_command_and_the_module_are_installed(venv, tmp_path):
+    done = run(venv, "driftwatch", "--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    for command in ("run", "backfill", "eval", "demo", "init", "check", "app"):
+        assert command in done.stdout
+    assert done.stdout.startswith("usage: driftwatch")
+    module = run(venv, "python", "-m", "pipeline", "check", "--help", cwd=tmp_path)
+    assert module.returncode == 0 and module.stdout.startswith("usage: python -m pipeline check")
+
+
+def test_the_bundled_files_come_from_the_installed_copy(venv, tmp_path):
+    script = ("import json, sys; from pipeline import demo, paths, __file__ as f; "
+              "print(json.dumps([f, str(paths.app_file()), str(demo.GOLD_FILE), "
+              "len(list(demo.FEEDS_DIR.glob('*/*.xml'))), paths.app_file().is_file(), "
+              "(paths.bundle_root() / 'pages' / '_ui.py').is_file(), sys.prefix]))")
+    done = run(venv, "python", "-c", script, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    package, app, gold, n_feeds, app_exists, ui_exists, prefix = json.loads(done.stdout)
+    for path in (package, app, gold):
+        assert Path(path).is_relative_to(prefix), path  # in the venv, not in this checkout
+    assert n_feeds == len(list((ROOT / "data" / "demo" / "feeds").glob("*/*.xml"))) > 0
+    assert app_exists and ui_exists and Path(gold).is_file()
+
+
+def test_init_then_check_from_another_directory(venv, tmp_path):
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = run(venv, "driftwatch", "init", str(project), cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    assert "17 6 * * * " in done.stdout and str(project / "monitor.toml") in done.stdout
+    shutil.copy(RSS, project / "courier.xml")
+    config = project / "monitor.toml"
+    text = config.read_text(encoding="utf-8")
+    head, rest = text.split("\n[fetch]", 1)  # relative paths: relative to the config, not to the working directory
+    config.write_text(head + '\n[[sources]]\nname = "courier"\npath = "courier.xml"\n\n[fetch]' + rest, encoding="utf-8")
+    (project / "gold.jsonl").write_text('{"id": "q1", "question": "Why was the vote delayed?", "relevant": '
+                                        '["pol-041", "pol-042"]}\n', encoding="utf-8")
+    done = run(venv, "driftwatch", "check", "--config", str(config), cwd=elsewhere)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 questions, 2 of 2 relevant document ids found" in done.stdout and "check passed" in done.stdout
+    assert str(project / "courier.xml") in done.stdout
+    assert not (project / "data").exists() and list(elsewhere.iterdir()) == []
+    again = run(venv, "driftwatch", "init", str(project), cwd=elsewhere)
+    assert again.returncode == 2 and f"{config} already exists" in again.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_dashboard_starts_from_the_installed_copy(venv, tmp_path):
+    port = _free_port()
+    proc = subprocess.Popen([str(venv / "driftwatch"), "app", "--data-dir", str(tmp_path / "store"), "--port",
+                             str(port), "--", "--server.headless", "true", "--server.address", "127.0.0.1"],
+                            cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        deadline, healthy = time.monotonic() + 60, False
+        while time.monotonic() < deadline and proc.poll() is None and not healthy:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
+                    healthy = response.read() == b"ok"
+            except OSError:
+                time.sleep(0.5)
+        assert healthy, f"the dashboard did not come up (exit {proc.poll()})"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        out = proc.communicate(timeout=30)[0]
+    assert f"dashboard on {tmp_path / 'store'}" in out
