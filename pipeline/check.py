@@ -3,7 +3,6 @@ of its document ids the sources carry, without writing anything: no series, the 
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -20,7 +19,6 @@ from pipeline.sources import collect
 # Every dated file of a folder and every entry of a file, whatever its date: check looks at all a source holds.
 EVERYTHING = date.max - timedelta(days=1)
 MAX_LISTED = 10  # missing gold ids listed by name; the rest are counted
-TARGETS_MODULE = "pipeline.targets"
 
 
 @dataclass(frozen=True)
@@ -121,14 +119,18 @@ def probe_models(config: Config) -> list[Probe]:
     return probes
 
 
-def probe_targets(config: Config) -> list[Probe]:
-    """TARGETS HOOK: `pipeline.targets.probe(config)` when that module exists, which reaches every configured
-    target once and returns one Probe each (doc_ids: the ids it answered the gold questions with)."""
-    if importlib.util.find_spec(TARGETS_MODULE) is None:
-        return []
+def probe_targets(config: Config, gold: Sequence[GoldQuestion]) -> list[Probe]:
+    """Every configured external target asked the gold questions once (`targets.probe`); a builtin target is
+    the sources' corpus and adds no line of its own."""
     from pipeline import targets
 
-    return list(targets.probe(config))
+    return [Probe(p.kind, p.name, _target_location(config, p.name), p.ok, p.message, frozenset(p.gold_found))
+            for p in targets.probe(config, gold) if p.kind != "builtin"]
+
+
+def _target_location(config: Config, name: str) -> str:
+    t = next(t for t in config.targets if t.name == name)
+    return str(t.url or t.function or t.path or "")
 
 
 def coverage(gold: Sequence[GoldQuestion], probes: Iterable[Probe]) -> GoldCoverage:
@@ -142,7 +144,7 @@ def coverage(gold: Sequence[GoldQuestion], probes: Iterable[Probe]) -> GoldCover
 def check(config: Config) -> CheckReport:
     """Validate (DriftwatchError on bad input), then reach every source, model and target once."""
     gold = validate_inputs(config)
-    probes = [*probe_sources(config), *probe_models(config), *probe_targets(config)]
+    probes = [*probe_sources(config), *probe_models(config), *probe_targets(config, gold)]
     notes = []
     if not (config.data_dir / CORPUS_FILE).exists():
         notes.append(f"no corpus yet in {config.data_dir}: the first run creates it")

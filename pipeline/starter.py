@@ -26,6 +26,9 @@ NOTES: dict[str, dict[str, str]] = {
         "data_dir": "corpus.sqlite and the CSV series ($DRIFTWATCH_DATA_DIR overrides)",
         "gold": "the gold set: one JSON question per line",
         "sources": "one [[sources]] table per feed, with a name and a url or a path",
+        "targets": ("the retrievers watched, each a name and a kind: builtin (a pipeline over the sources), http "
+                    "(a search endpoint), python (module:function) or runs (logged results); none: the builtin "
+                    "retrieval.pipelines (see the README's \"Monitor your own retriever\")"),
     },
     "fetch": {
         "timeout": "seconds for a whole request (connect, headers and body)",

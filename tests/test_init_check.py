@@ -183,25 +183,21 @@ def test_check_exits_2_on_a_bad_config(tmp_path, capsys, edit, named):
     assert named in capsys.readouterr().err
 
 
-def test_check_calls_the_targets_hook_and_counts_its_gold_ids(tmp_path, monkeypatch, capsys):
-    """The contract the targets module fills: probe(config) -> Probes, whose doc_ids count as found."""
-    seen = []
-
-    def probe(config):
-        seen.append(config.file)
-        return [Probe("http", "team-search", "http://127.0.0.1:1/search", True, "answered 1 question",
-                      frozenset({"team-doc"}))]
-
-    fake = types.ModuleType("pipeline.targets")
-    fake.__spec__ = importlib.machinery.ModuleSpec("pipeline.targets", None)
-    fake.probe = probe
-    monkeypatch.setitem(__import__("sys").modules, "pipeline.targets", fake)
-    monkeypatch.setattr(pipeline, "targets", fake, raising=False)
+def test_check_asks_each_target_once_and_counts_its_gold_ids(tmp_path, capsys):
+    """A python target beside the config answers the gold questions once; the ids it returns count as found."""
+    (tmp_path / "teammod.py").write_text(
+        "CALLS = []\n\ndef search(query, k):\n    CALLS.append(query)\n    return [('team-doc', 1.0)]\n",
+        encoding="utf-8")
     config = project(tmp_path, [{"name": "courier", "path": str(RSS)}], ["pol-041", "team-doc"])
+    with config.open("a", encoding="utf-8") as f:
+        f.write('\n[[targets]]\nname = "team"\nkind = "python"\nfunction = "teammod:search"\n')
     capsys.readouterr()
     assert main(["check", "--config", str(config)]) == 0
     out = capsys.readouterr().out
-    assert seen == [config] and row(out, "ok", "http", "team-search", "answered") and "2 of 2 relevant document ids found" in out
+    assert row(out, "ok", "python", "team", "answered 2 questions") and "2 of 2 relevant document ids found" in out
+    import teammod
+
+    assert teammod.CALLS == ["question 0?", "question 1?"]
 
 
 def test_model_folders_in_a_config_are_relative_to_the_config_file(tmp_path, monkeypatch):
