@@ -4,11 +4,13 @@ real news) and detection delays of injected events. Run: python -m bench.alerts 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import hashlib
 import json
 import logging
 import math
+import os
 import random
 import re
 import shutil
@@ -57,6 +59,7 @@ DECLINE_HORIZON = 60  # days after the 10% crossing a declining stream runs befo
 TRADEOFF_QUESTIONS, TRADEOFF_P = 50, 0.8
 TRADEOFF_GRID: tuple[dict, ...] = (
     {},
+    {"alpha": 0.005},
     {"alpha": 0.05},
     {"confirm_days": 1},
     {"confirm_days": 3},
@@ -222,40 +225,52 @@ def describe(changes: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in changes.items()) or "defaults"
 
 
-def seeded(n: int, p: float, config: AlertsConfig, settings: Settings) -> tuple[Tally, list[Tally], Detection]:
-    """One cell over the settings' seeds: the pooled tally, each seed's, and the slowest decline detection
-    (a miss counts as slowest), the seeds' delays in its note."""
-    tallies = [null_tally(StreamSpec(n, p, days=settings.days, seed=seed), config, settings.window)
-               for seed in settings.seeds]
-    delays = [decline_delay(n, p, config, settings.window, seed) for seed in settings.seeds]
+def _cell(job: tuple[int, float, dict, int, int, HistoryWindow | None]) -> tuple[Tally, Detection]:
+    """One data directory of a cell (in a worker process): its null tally and its decline detection."""
+    n, p, knobs, seed, days, window = job
+    config = dataclasses.replace(AlertsConfig(), **knobs)
+    return (null_tally(StreamSpec(n, p, days=days, seed=seed), config, window),
+            decline_delay(n, p, config, window, seed))
+
+
+def _summary(results: Sequence[tuple[Tally, Detection]]) -> tuple[Tally, list[Tally], Detection]:
+    """A cell's seeds: the pooled tally, each seed's, and the slowest decline detection (a miss counts as
+    slowest), the seeds' delays in its note."""
+    tallies = [t for t, _ in results]
+    delays = [d for _, d in results]
     worst = max(delays, key=lambda d: math.inf if d.delay is None else d.delay)
-    note = "seeds: " + ", ".join(d.shown for d in delays)
-    return Tally.pooled(tallies), tallies, dataclasses.replace(worst, note=note)
+    return Tally.pooled(tallies), tallies, dataclasses.replace(worst, note="seeds: " + ", ".join(d.shown for d in delays))
 
 
-def simulated_part(settings: Settings, progress: Callable[[str], None]) -> dict:
-    null, declines = [], []
-    for n in settings.questions:
-        for p in settings.p:
+def simulated_part(settings: Settings, progress: Callable[[str], None], workers: int = 1) -> dict:
+    """Every cell's seeds as independent jobs over `workers` processes (each stream replays the real rules
+    day by day; they share nothing)."""
+    cells = [("A", n, p, {}) for n in settings.questions for p in settings.p]
+    cells += [("D", TRADEOFF_QUESTIONS, TRADEOFF_P, known_knobs(changes)) for changes in settings.grid]
+    jobs = {(n, p, json.dumps(knobs, sort_keys=True), seed): (n, p, knobs, seed, settings.days, settings.window)
+            for _, n, p, knobs in cells for seed in settings.seeds}  # D's defaults reuse A's streams
+    done: dict = {}
+    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = {pool.submit(_cell, job): key for key, job in jobs.items()}
+        for future in concurrent.futures.as_completed(futures):
+            done[futures[future]] = future.result()
+    null, declines, tradeoff = [], [], []
+    for part, n, p, knobs in cells:
+        tally, each, decline = _summary([done[(n, p, json.dumps(knobs, sort_keys=True), s)] for s in settings.seeds])
+        worst = round(max(t.pages_per_90 for t in each), 3)
+        if part == "A":
             label = StreamSpec(n, p).label
-            tally, each, decline = seeded(n, p, AlertsConfig(), settings)
             null.append({"stream": label, "n_questions": n, "p": p, "seeds": len(each), **_tally_json(tally),
-                         "worst_pages_per_90": round(max(t.pages_per_90 for t in each), 3)})
+                         "worst_pages_per_90": worst})
             declines.append(decline)
-            progress(f"A/C simulated {label}: {tally.pages_per_90:.2f} pages ({tally.alerts_per_90:.2f} alerts) / 90 days "
-                     f"over {len(each)} seeds (worst {null[-1]['worst_pages_per_90']:.2f}), decline delay {decline.shown} "
-                     f"({decline.note})")
-    tradeoff = []
-    for changes in settings.grid:
-        knobs = known_knobs(changes)
-        config = dataclasses.replace(AlertsConfig(), **knobs)
-        tally, each, decline = seeded(TRADEOFF_QUESTIONS, TRADEOFF_P, config, settings)
-        tradeoff.append({"settings": describe(knobs), "seeds": len(each), **_tally_json(tally),
-                         "worst_pages_per_90": round(max(t.pages_per_90 for t in each), 3),
-                         "decline_delay": decline.delay, "decline_delays": decline.note,
-                         "decline_rules": list(decline.rules)})
-        progress(f"D {describe(knobs)}: {tally.pages_per_90:.2f} pages / 90 days, decline delay {decline.shown} "
-                 f"({decline.note})")
+            progress(f"A/C simulated {label}: {tally.pages_per_90:.2f} pages ({tally.alerts_per_90:.2f} alerts) / 90 "
+                     f"days over {len(each)} seeds (worst {worst:.2f}), decline delay {decline.shown} ({decline.note})")
+        else:
+            tradeoff.append({"settings": describe(knobs), "seeds": len(each), **_tally_json(tally),
+                             "worst_pages_per_90": worst, "decline_delay": decline.delay,
+                             "decline_delays": decline.note, "decline_rules": list(decline.rules)})
+            progress(f"D {describe(knobs)}: {tally.pages_per_90:.2f} pages / 90 days (worst {worst:.2f}), decline "
+                     f"delay {decline.shown} ({decline.note})")
     return {"null": null, "decline": [dataclasses.asdict(d) for d in declines], "tradeoff": tradeoff}
 
 
@@ -526,7 +541,7 @@ def run(args: argparse.Namespace) -> dict:
             progress(f"C {d.event} ({d.stream}): delay {d.shown}, {', '.join(d.rules) or '-'}; {d.note}")
     if args.quick or args.part != REAL:
         t1 = time.perf_counter()
-        result["simulated"] = simulated_part(settings, progress)
+        result["simulated"] = simulated_part(settings, progress, args.workers)
         timing.append(f"simulated {time.perf_counter() - t1:.0f} s")
     result["seconds"] = time.perf_counter() - t0
     result["timing"] = ", ".join(timing)
@@ -542,6 +557,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--days", type=int, default=None,
                         help=f"days of each simulated null stream (default {NULL_DAYS}, {QUICK_DAYS} with --quick)")
     parser.add_argument("--fresh", action="store_true", help="rebuild the cached clean news and demo stores")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="processes for the simulated streams (default: one per CPU)")
     parser.add_argument("--seeds", type=int, default=None,
                         help=f"simulated data directories per cell (default {len(NULL_SEEDS)})")
     parser.add_argument("--news", type=Path, default=DEFAULT_NEWS, help="the real news stream folder")
