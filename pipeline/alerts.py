@@ -49,6 +49,14 @@ SEED = 0  # the Monte Carlo null's seed, so a re-run of a date gives the same al
 
 INCIDENT_PER_PIPELINE = frozenset({DROP, SLOW_DRIFT})
 
+
+
+def condition_of(rule: str, pipeline: str, metric: str) -> tuple[str, ...]:
+    """`Alert.condition` of an alerts.csv row: (rule, pipeline) for a pipeline's drop or slow drift, else
+    (rule, pipeline, metric)."""
+    return (rule, pipeline) if rule in INCIDENT_PER_PIPELINE else (rule, pipeline, metric)
+
+
 # drift.csv verdicts (written by job.drift_rows; drift.py defines how each is reached).
 DRIFTED = "drifted"
 
@@ -86,7 +94,7 @@ class Alert:
         pipeline's drop or slow drift, whichever of its watched series shows it on a given day (hit@5 and
         recall@5 coincide with one relevant document per question; mrr and ndcg move together); any other
         rule per metric."""
-        return (self.rule, self.pipeline) if self.rule in INCIDENT_PER_PIPELINE else self.key
+        return condition_of(self.rule, self.pipeline, self.metric)
 
     def row(self) -> dict:
         return {column: getattr(self, column) for column in store.ALERTS_COLUMNS}
@@ -203,7 +211,7 @@ def _describe(test: series.Contrast, name: str, pipeline: str) -> str:
 
 def _noise(test: series.Contrast, p: float, n_tests: int) -> str:
     return (f"paired test over {_plural(test.n_questions, 'question')}: {test.z:.1f} null sds "
-            f"(sd {test.sd:.3f}), p={p:.2g} after Holm over {_plural(n_tests, 'watched series')}")
+            f"(sd {test.sd:.3f}), p={p:.2g} after Holm over {n_tests} watched series")
 
 
 def _retrieval_alerts(day: str, tests: list[_Tested], config: AlertsConfig) -> list[Alert]:
@@ -380,8 +388,7 @@ def mark_ongoing(alerts: Sequence[Alert], today: pd.Timestamp, runs: pd.DataFram
     for d, rule, pipeline, metric, severity in zip(
             _days(previous), previous["rule"], previous["pipeline"].fillna(CORPUS_WIDE),
             previous["metric"].fillna(""), previous["severity"]):
-        row = Alert("", rule, pipeline, metric, math.nan, math.nan, math.nan, math.nan, severity, "")
-        where = (d, *row.condition)
+        where = (d, *condition_of(rule, pipeline, metric))
         if _SEVERITY_RANK[severity] >= _SEVERITY_RANK[fired.get(where, WARNING)]:
             fired[where] = severity
     marked = []

@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from pipeline import netio, store
-from pipeline.alerts import ALERT, Alert, _plural
+from pipeline.alerts import ALERT, Alert, _plural, condition_of
 from pipeline.errors import DriftwatchError
 
 log = logging.getLogger(__name__)
@@ -124,11 +124,10 @@ class Silence:
         return self.rule, self.pipeline, self.metric
 
     def covers(self, alert: Alert) -> bool:
-        if alert.key != self.key:
-            return False
-        if self.kind == ACKNOWLEDGE:
-            return (alert.since or alert.run_date) == self.since
-        return not self.until or alert.run_date <= self.until
+        if self.kind == ACKNOWLEDGE:  # the incident: a pipeline's drop or slow drift in any of its series
+            return (alert.condition == condition_of(*self.key)
+                    and (alert.since or alert.run_date) == self.since)
+        return alert.key == self.key and (not self.until or alert.run_date <= self.until)
 
     def check(self, where: str) -> None:
         if self.kind not in (ACKNOWLEDGE, MUTE):

@@ -276,3 +276,18 @@ def test_a_broken_mutes_file_is_named_and_nothing_is_queued(tmp_path, body, comp
     with pytest.raises(SilenceError, match=complaint) as raised:
         enqueue(tmp_path, [floor_alert(0)])
     assert str(tmp_path / MUTES_FILE) in str(raised.value) and not (tmp_path / OUTBOX_FILE).exists()
+
+
+def test_acknowledging_a_pipelines_drop_covers_the_incident_in_every_series():
+    """A drop or slow drift is one incident per pipeline (alerts.condition_of): acknowledged on the series
+    that started it, it covers the others of that pipeline and start; a mute stays per series."""
+    since = day(0).isoformat()
+    ack = Silence(ACKNOWLEDGE, DROP, "bm25", "mrr@5", "on it", since=since)
+    mute = Silence(MUTE, DROP, "bm25", "mrr@5", "ignore")
+
+    def drop(pipeline: str, metric: str, started: str = since) -> Alert:
+        return Alert(day(1).isoformat(), DROP, pipeline, metric, 0.5, 0.7, -28.0, 10.0, ALERT, "fell", since=started)
+
+    assert ack.covers(drop("bm25", "ndcg@5")) and ack.covers(drop("bm25", "mrr@5"))
+    assert not ack.covers(drop("dense", "ndcg@5")) and not ack.covers(drop("bm25", "ndcg@5", day(1).isoformat()))
+    assert mute.covers(drop("bm25", "mrr@5")) and not mute.covers(drop("bm25", "ndcg@5"))

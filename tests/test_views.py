@@ -217,12 +217,12 @@ def test_one_condition_is_one_incident_with_its_daily_values(tmp_path):
             alert(D2, series="mrr@5", severity="warning") | {"since": D2}]
     alerts = stored(tmp_path, store.ALERTS, [{**r, "since": r.get("since", r["run_date"])} for r in rows])
     table = alerts_views.incidents(alerts, runs)
-    assert len(table) == 3
-    recall = table[table["metric"] == "recall@5"].iloc[0]
-    assert (recall["start"], recall["last"], recall["runs"], recall["days"], recall["ongoing"]) == (
+    assert len(table) == 2  # the drift, and p's drop whichever of its series showed it (alerts.condition_of)
+    drop = table[table["rule"] == "drop"].iloc[0]
+    assert (drop["metric"], drop["metrics"], drop["severity"]) == ("recall@5", "recall@5, mrr@5", "alert")
+    assert (drop["start"], drop["last"], drop["runs"], drop["days"], drop["ongoing"]) == (
         pd.Timestamp(D2), pd.Timestamp(D4), 3, 3, True)
-    assert recall["values"] == {D2: 0.5, D3: 0.45, D4: 0.4}
-    assert not table[table["metric"] == "mrr@5"].iloc[0]["ongoing"]
+    assert drop["values"] == {D2: 0.5, D3: 0.45, D4: 0.4}  # the starting series' values
     story, = alerts_views.episodes(table, runs)  # the drift on D1 and what followed from D2 chain into one
     assert (story.start, story.first["rule"], story.note) == (pd.Timestamp(D1), "drift", "injected 40 documents")
     sentence = overview_views.incident_sentence(story)

@@ -8,6 +8,7 @@ from datetime import date
 
 import pandas as pd
 
+from pipeline.alerts import condition_of
 from pipeline.store import EVENTS, MESSAGE, METRIC, PIPELINE, RULE, RUN_DATE, SEVERITY, VALUE
 from pipeline.views import SEVERITY_OF_RANK, SEVERITY_RANK, between, run_events
 
@@ -35,7 +36,7 @@ def alert_counts(alerts: pd.DataFrame) -> pd.DataFrame:
 # --- incidents: one ongoing condition, not one row per run ---------------------------------------------------
 
 
-INCIDENT_COLUMNS = ("rule", "pipeline", "metric", "severity", "start", "last", "runs", "days", "ongoing", "values",
+INCIDENT_COLUMNS = ("rule", "pipeline", "metric", "metrics", "severity", "start", "last", "runs", "days", "ongoing", "values",
                     "value", "baseline", "p_value", "message")
 
 
@@ -52,13 +53,22 @@ def incidents(alerts: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     since = pd.to_datetime(alerts["since"].fillna("").astype(str).replace("", None), errors="coerce")
     frame = alerts.assign(start=since.fillna(alerts[RUN_DATE]), _pipeline=alerts[PIPELINE].fillna(""),
                           _rank=alerts[SEVERITY].map(SEVERITY_RANK).fillna(0))
+    # One incident per condition (alerts.condition_of: a pipeline's drop or slow drift in any of its series).
+    frame["_condition"] = [condition_of(r, p, m) for r, p, m in zip(frame[RULE], frame["_pipeline"], frame[METRIC])]
     rows = []
-    for (rule, pipeline, metric, start), group in frame.sort_values(RUN_DATE, kind="stable").groupby(
-            [RULE, "_pipeline", METRIC, "start"], sort=False):
+    for (condition, start), group in frame.sort_values(RUN_DATE, kind="stable").groupby(
+            ["_condition", "start"], sort=False):
+        rule, pipeline = condition[:2]
+        metrics = ", ".join(dict.fromkeys(group[METRIC]))  # metric: the series that started it
+        metric = group[METRIC].iloc[0]
+        severity = SEVERITY_OF_RANK.get(int(group["_rank"].max()), "")
+        # One value a day: the starting series' where it fired, else the first series that did.
+        group = group.assign(_own=group[METRIC] != metric).sort_values([RUN_DATE, "_own"], kind="stable")
+        group = group.drop_duplicates(RUN_DATE, keep="first")
         last = group.iloc[-1]
         rows.append({
-            "rule": rule, "pipeline": pipeline, "metric": metric,
-            "severity": SEVERITY_OF_RANK.get(int(group["_rank"].max()), ""), "start": start,
+            "rule": rule, "pipeline": pipeline, "metric": metric, "metrics": metrics,
+            "severity": severity, "start": start,
             "last": last[RUN_DATE], "runs": len(group), "days": (last[RUN_DATE] - start).days + 1,
             "ongoing": bool(last[RUN_DATE] == latest),
             "values": {f"{d:%Y-%m-%d}": float(v) for d, v in zip(group[RUN_DATE], group[VALUE])},
@@ -124,7 +134,7 @@ def incidents_display(frame: pd.DataFrame, silences: Sequence = ()) -> pd.DataFr
     """Incidents for a table: dates as dates, the daily values as a list (a sparkline column), the series named
     with its pipeline, the link to its chart and the note of a silence (`notify.Silence`) covering it."""
     out = frame.copy()
-    out["series"] = [f"{p} {m}" if p else f"{m} (corpus)" for p, m in zip(out["pipeline"], out["metric"])]
+    out["series"] = [f"{p} {m}" if p else f"{m} (corpus)" for p, m in zip(out["pipeline"], out["metrics"])]
     out["chart"] = [chart_link(p, m, d) for p, m, d in zip(out["pipeline"], out["metric"], out["start"])]
     out["silenced"] = [silence_note(r, silences) for r in out.itertuples(index=False)]
     out["start"] = pd.to_datetime(out["start"]).dt.date
@@ -139,7 +149,9 @@ def silence_note(incident, silences: Sequence) -> str:
     """"acknowledged: <note>" / "muted to <date>: <note>" for an incident row a silence covers, else ""."""
     since = f"{pd.Timestamp(incident.start):%Y-%m-%d}"
     for s in silences:
-        if s.key != (incident.rule, incident.pipeline, incident.metric):
+        same = (condition_of(*s.key) == condition_of(incident.rule, incident.pipeline, incident.metric)
+                if s.kind == "acknowledge" else s.key == (incident.rule, incident.pipeline, incident.metric))
+        if not same:
             continue
         if s.kind == "acknowledge" and s.since == since:
             return f"acknowledged: {s.note}"
