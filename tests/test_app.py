@@ -27,7 +27,7 @@ from pipeline.cli import main
 from pipeline.config import Config
 from pipeline.demo import FIRST_RUN_DAY, build_demo, demo_date
 from pipeline.gold import load_gold
-from pipeline.simulate import compare
+from pipeline.simulate import caught, compare, discard_sandbox, results_table
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
@@ -381,10 +381,21 @@ def test_simulation_runs_in_a_sandbox_and_is_discarded(history, open_app):
     names = [t["name"] for t in figure(at, "sim_chart")["data"]]
     assert "hybrid simulated" in names and "hybrid original" in names
     shown = table(at, "sim_table")
-    expected = compare(history, sandbox, "recall", 5)
-    expected = expected[expected["run_date"].dt.date >= last]
+    expected = results_table(compare(history, sandbox, "recall", 5), last)
     assert shown["value_simulated"].tolist() == pytest.approx(expected["value_simulated"].tolist())
+    assert [str(d)[:10] for d in shown["run_date"]] == [str(d) for d in expected["run_date"]]
     assert "injected 20 near-duplicates" in store.read_runs(sandbox)["events"].iloc[-1]
+    # the rules' answer and the delta chart
+    assert "Would the alerts catch this?" in [h.value for h in at.subheader]
+    fired = caught(history, sandbox, last)
+    if fired.empty:
+        assert any(i.value.startswith("No: no rule fired in the sandbox") for i in at.info)
+    else:
+        assert table(at, "sim_caught")[["rule", "pipeline", "series"]].values.tolist() == \
+            fired[["rule", "pipeline", "series"]].values.tolist()
+    delta = {t["name"]: t["y"] for t in figure(at, "sim_delta_chart")["data"] if t.get("mode") == "lines+markers"}
+    hybrid = expected[expected["pipeline"] == "hybrid"]
+    assert delta["hybrid"] == pytest.approx(hybrid["change"].tolist())
     at.button(key="sim_discard").click()
     rerun(at)
     assert not sandbox.exists() and tree_hash(history) == before
@@ -432,6 +443,38 @@ def test_without_metrics_csv_every_page_shows_an_empty_state(history, tmp_path, 
         assert [t.value for t in at.title] == ["Alerts"]
     else:
         assert any(f"{data_dir / store.METRICS} has no rows" in n for n in notes), notes
+
+
+PACK_RSS = b"""<?xml version="1.0" encoding="UTF-8"?>
+<rss version="2.0"><channel><title>Mine</title><link>https://example.invalid/</link><description>d</description>
+<item><guid>up-1</guid><title>Harbour crane contract awarded</title><link>https://example.invalid/1</link>
+<description>The port authority awarded the crane contract after a long tender.</description></item>
+</channel></rss>
+"""
+
+
+def test_an_uploaded_feed_file_is_injected_and_a_bad_one_named(history, open_app):
+    sandbox = simulate_views.sandbox_dir(history)
+    shutil.rmtree(sandbox, ignore_errors=True)
+    at = visit(open_app(history), "pages/simulate.py")
+    at.selectbox(key="sim_scenario").set_value("inject")
+    at.selectbox(key="sim_start").set_value(max(store.read_runs(history)["run_date"]).date())
+    rerun(at)
+    assert at.button(key="sim_run").disabled  # nothing to inject yet
+    at.get_by_key("sim_pack").set_value(("notes.xml", b"not a feed", "text/xml"))
+    rerun(at)
+    at.button(key="sim_run").click()
+    rerun(at)
+    assert any(re.search(r"notes\.xml: not a valid feed", literal(e.value)) for e in at.error)
+    assert not sandbox.exists()
+    at.get_by_key("sim_pack").set_value(("mine.xml", PACK_RSS, "text/xml"))
+    rerun(at)
+    at.button(key="sim_run").click()
+    rerun(at)
+    assert "simulation: injected the entries of mine.xml" in store.read_runs(sandbox)["events"].iloc[-1]
+    assert any("injected the entries of mine.xml" in literal(c.value) for c in at.caption)
+    assert at.get_by_key("sim_delta_chart") and at.get_by_key("sim_table")
+    discard_sandbox(sandbox)
 
 
 def test_a_simulation_meeting_a_bad_gold_set_says_so_and_keeps_the_page(history, tmp_path, open_app):
