@@ -1,6 +1,7 @@
 """The dashboard through Streamlit's AppTest: every page file against a short history built by the real pipeline
 (four daily runs of the demo with the drift event on the third), the shared frame (sidebar, open-alert banner),
-the empty state, and the flows that write (building the demo, a simulation in its sandbox)."""
+the empty state, and the flows that write (building the demo, a simulation in its sandbox); and every page on an
+empty directory, a one-day history and a year-long one."""
 
 from __future__ import annotations
 
@@ -69,9 +70,12 @@ def open_app(monkeypatch):
         original(self, *args, **kwargs)
         PagesManager.uses_pages_directory = False  # what st.navigation leaves behind on a server
 
-    def start(data_dir: Path, first_request: bool = False) -> AppTest:
+    def start(data_dir: Path, first_request: bool = False, config: Path | None = None) -> AppTest:
         monkeypatch.setenv("DRIFTWATCH_DATA_DIR", str(data_dir))
-        monkeypatch.delenv("DRIFTWATCH_CONFIG", raising=False)
+        if config is None:
+            monkeypatch.delenv("DRIFTWATCH_CONFIG", raising=False)
+        else:
+            monkeypatch.setenv("DRIFTWATCH_CONFIG", str(config))
         monkeypatch.setattr(PagesManager, "__init__", original if first_request else steady)
         at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
         assert not at.exception, [e.value for e in at.exception]
@@ -499,3 +503,69 @@ def test_the_empty_state_builds_the_demo_then_shows_it(tmp_path, open_app):
     assert len(runs) == 1 and runs["run_date"].iloc[0].date() == demo_date(FIRST_RUN_DAY)
     assert [t.value for t in at.title] == ["Overview"]
     assert len(at.metric) >= 12
+
+
+# --- every page on a one-day and a year-long history (the empty one: test_empty_directory_shows_...) ----------
+
+# What each page shows first when it has a history: the element a reader looks for.
+KEY_ELEMENTS = {"pages/overview.py": "overview_chart", "pages/trends.py": "trends_k",
+                "pages/questions.py": "questions_chart", "pages/drift.py": "drift_composition_chart",
+                "pages/simulate.py": "sim_chart", "pages/weekly.py": "weekly_summary", "pages/alerts.py": "alerts_chart"}
+YEAR_QUESTIONS = 20  # bench.dashboard's year of history with 20 questions rather than 200: the same shape, faster
+
+
+@pytest.fixture(scope="session")
+def one_day(tmp_path_factory) -> Path:
+    """The demo's first run only: no baseline, no week before, no drift reference."""
+    data_dir = tmp_path_factory.mktemp("one-day") / "store"
+    build_demo(Config(data_dir=Path(), gold=Path()), data_dir, days=1)
+    return data_dir
+
+
+@pytest.fixture(scope="session")
+def year(tmp_path_factory) -> Path:
+    """365 daily runs x 20 questions x 4 pipelines x 3 k, contract-exact (bench.dashboard's synthetic store, with
+    its drift event, feed failures and alerts); its settings in bench.toml beside it."""
+    from bench import dashboard
+
+    data_dir = tmp_path_factory.mktemp("year") / "store"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dashboard, "QUESTIONS", YEAR_QUESTIONS)
+        dashboard.build_store(data_dir)
+    return data_dir
+
+
+def test_every_page_has_its_key_element():
+    assert sorted(KEY_ELEMENTS) == PAGES
+
+
+def shows_its_page(at: AppTest, page: str, data_dir: Path) -> None:
+    """The page rendered: no exception, no red box outside the alert banner, its own title, the shared sidebar and
+    its key element."""
+    assert not at.exception, [e.value for e in at.exception]
+    try:
+        banner_boxes = {e.proto.body for e in at.get_by_key("alert_banner").error}
+    except KeyError:  # no open alert on the latest run
+        banner_boxes = set()
+    assert [literal(e.value) for e in at.error if e.proto.body not in banner_boxes] == []
+    assert len(at.title) == 1 and at.title[0].value != "driftwatch"  # a page, not the empty state
+    assert str(data_dir) in [c.value for c in at.sidebar.code]
+    assert at.get_by_key(KEY_ELEMENTS[page])
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_a_one_day_history(one_day, open_app, page):
+    assert len(store.read_runs(one_day)) == 1
+    at = visit(open_app(one_day), page)
+    shows_its_page(at, page, one_day)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_a_year_long_history(year, open_app, page):
+    from bench.dashboard import CONFIG_FILE, DAYS
+
+    assert len(store.read_runs(year)) == DAYS
+    at = visit(open_app(year, config=year / CONFIG_FILE), page)
+    shows_its_page(at, page, year)
+    if page == "pages/overview.py":  # the whole year is drawn, not a default window of it
+        assert len(figure(at, "overview_chart")["data"][0]["y"]) == DAYS
