@@ -89,8 +89,9 @@ st.plotly_chart(charts.lines_figure(
 ks = sorted(int(k) for k in metrics[views.K].unique())
 k = st.selectbox("Cutoff k for unjudged", ks, index=ks.index(views.default_k(ks)), key="drift_k")
 st.plotly_chart(charts.lines_figure(
-    views.metric_series(metrics, "unjudged", k), views.PIPELINE, f"Unjudged share of the top {k}",
-    f"unjudged@{k} (share of the top {k} the gold set does not judge, 0–1)", events=events,
+    views.metric_series(metrics, "unjudged", k), views.PIPELINE,
+    f"Unjudged share of the top {k}: retrieved chunks the gold set does not judge",
+    f"unjudged@{k} (0–1)", events=events,  # a short axis title: a long one ran into the chart's title
     points=views.alert_points(alerts, views.series_name("unjudged", k))), key="drift_unjudged_chart")
 
 st.subheader("Corpus composition over time")

@@ -3,6 +3,7 @@ side by side. The production history is only read; the sandbox can be discarded.
 
 from __future__ import annotations
 
+import tempfile
 
 import streamlit as st
 
@@ -13,11 +14,12 @@ from pipeline.views import simulate as simulate_views
 from pipeline.demo import pack_articles
 from pipeline.drift import EVIDENTLY_SCORE, PSI_MEAN
 from pipeline.errors import DriftwatchError
-from pipeline.simulate import SCENARIOS, Scenario, discard_sandbox, simulate
+from pipeline.simulate import (INJECT, SCENARIOS, Scenario, default_start, discard_sandbox, fired_only_in_sandbox,
+                               results_table, simulate)
 
 SCENARIO_HELP = {"offtopic": "inject off-topic (sports) documents", "near-duplicates":
-                 "inject near-duplicates of the gold answers", "delete": "delete documents",
-                 "embedder": "swap or truncate the embedder"}
+                 "inject near-duplicates of the gold answers", INJECT: "inject your own feed file",
+                 "delete": "delete documents", "embedder": "swap or truncate the embedder"}
 
 ui.page_frame()
 st.title("Simulate")
@@ -31,10 +33,14 @@ st.caption(views.escape_markdown(f"The scenario runs in a sandbox ({sandbox}): t
 left, right = st.columns(2)
 name = left.selectbox("Scenario", SCENARIOS, format_func=lambda s: f"{s}: {SCENARIO_HELP[s]}", key="sim_scenario")
 # A week before the last run by default: enough re-run days for the rules to answer "would this be caught?".
-start = right.selectbox("Start date", days, index=max(0, len(days) - 1 - config.alerts.window), key="sim_start",
+start = right.selectbox("Start date", days, index=days.index(default_start(days, config.alerts.window)), key="sim_start",
                         help="The scenario is applied on this date and every later run date is re-run.")
 options: dict = {}
-if name in ("offtopic", "near-duplicates"):
+upload = None
+if name == INJECT:
+    upload = st.file_uploader("Feed file to inject (RSS, Atom or JSON Feed): every entry arrives on the start date",
+                              type=list(simulate_views.PACK_TYPES), key="sim_pack")
+elif name in ("offtopic", "near-duplicates"):
     available = len(pack_articles(name))
     options["n"] = st.slider("Documents to inject", 1, available, min(40, available), key="sim_n")
 elif name == "delete":
@@ -49,7 +55,11 @@ else:
                                               key="sim_truncate_dim") or None
 seed = st.number_input("Seed", 0, 2**31 - 1, 0, key="sim_seed")
 
-if st.button("Run the simulation", key="sim_run", type="primary", icon=":material/play_arrow:"):
+if st.button("Run the simulation", key="sim_run", type="primary", icon=":material/play_arrow:",
+             disabled=name == INJECT and upload is None):
+    folder = tempfile.TemporaryDirectory(prefix="driftwatch-pack-")
+    if upload is not None:  # the same pipeline function as `simulate --pack FILE`, on a copy of the upload
+        options["pack"] = str(simulate_views.save_upload(upload.name, upload.getvalue(), folder.name))
     scenario = Scenario(name, start, seed=int(seed), **options)
     todo = max(1, sum(d >= start for d in days))
     bar = st.progress(0.0, text=f"{scenario.describe()}: preparing the sandbox…")
@@ -63,6 +73,8 @@ if st.button("Run the simulation", key="sim_run", type="primary", icon=":materia
         simulate(config, scenario, source, sandbox, progress=progress)
     except (DriftwatchError, store.LockError) as exc:  # any bad input: say so, keep the page
         ui.error(exc)
+    finally:
+        folder.cleanup()
 
 made = simulate_views.sandbox_info(sandbox, source)
 st.subheader("Original against simulated")
@@ -96,9 +108,23 @@ st.plotly_chart(charts.comparison_figure(drift, views.STATISTIC, "Drift: origina
                                          "PSI mean (≥ 0) / Evidently AUC (0–1)", start), key="sim_drift_chart")
 if made is None:
     st.stop()
-ui.table(views.between(table, start), "sim_table",
-         column_config={c: st.column_config.NumberColumn(c, format="%.4f")
-                        for c in ("value_original", "value_simulated", "change")})
+st.subheader("Would the alerts catch this?")
+fired = fired_only_in_sandbox(ui.alerts(), simulated[store.ALERTS], made.start)
+if fired.empty:
+    st.info(f"No: no rule fired in the sandbox from {made.start} that did not fire in the original.",
+            icon=":material/notifications_off:")
+else:
+    st.markdown(f"Yes: {len(fired)} condition(s) fired in the sandbox and not in the original.")
+    ui.table(fired, "sim_caught", column_config={
+        "first": st.column_config.DateColumn("first date", format="YYYY-MM-DD"),
+        "runs": st.column_config.NumberColumn("runs fired", format="%d")})
+st.plotly_chart(charts.lines_figure(simulate_views.delta_series(table, start), views.PIPELINE,
+                                    f"{label}: simulated minus original", f"change in {label}",
+                                    levels=[(0.0, "no change")], value_format="+.4f"), key="sim_delta_chart")
+ui.table(results_table(table, start), "sim_table",
+         column_config={"run_date": st.column_config.DateColumn("run date", format="YYYY-MM-DD"),
+                        **{c: st.column_config.NumberColumn(c, format="%.4f")
+                           for c in ("value_original", "value_simulated", "change")}})
 if st.button("Discard the sandbox", key="sim_discard", icon=":material/delete:"):
     discard_sandbox(sandbox)
     st.rerun()

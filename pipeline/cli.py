@@ -121,8 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--scenario", required=True, choices=SCENARIOS, help="what to simulate")
     sim.add_argument("--out", required=True, help="the sandbox directory (new, empty, or an earlier sandbox)")
     sim.add_argument("--date", type=_date, default=None,
-                     help="the day the change happens (default: the source's last run date)")
+                     help="the day the change happens (default: the alert window's length in runs before the "
+                          "source's last run, so that the rules can answer)")
     sim.add_argument("--n", type=int, default=40, help="offtopic / near-duplicates: documents to inject")
+    sim.add_argument("--pack", default=None,
+                     help="inject: a feed file (RSS, Atom or JSON Feed) whose every entry is injected")
     sim.add_argument("--share", type=float, default=None, help="delete: share of the documents to remove")
     sim.add_argument("--before", type=_date, default=None, help="delete: remove documents published before it")
     sim.add_argument("--model", default=None, help="embedder: another model name or folder")
@@ -381,28 +384,33 @@ def _dashboard_dir(config: str | None) -> Path | None:
 
 def _simulate(args: argparse.Namespace) -> int:
 
-    from pipeline import store
-    from pipeline.simulate import Scenario, check_metric, compare, last_run, simulate, source_config
+    from pipeline.simulate import (Scenario, caught, check_metric, compare, default_start, results_table, run_dates,
+                                   simulate, source_config)
 
     config_file = _config_file(args.config)
     fallback = load_config(config_file) if config_file else None
     source = Path(args.data_dir or (fallback.data_dir if fallback else DEMO_DATA_DIR))
     config = source_config(source, fallback)
-    start = args.date or last_run(source)
+    days = run_dates(source)
+    start = args.date or default_start(days, config.alerts.window)
     check_metric(source, args.metric)  # before the simulation, which takes minutes
-    runs = store.read_runs(source)
-    scenario = Scenario(args.scenario, start, n=args.n, share=args.share, before=args.before, model=args.model,
-                        truncate_dim=args.truncate_dim, seed=args.seed)
+    scenario = Scenario(args.scenario, start, n=args.n, pack=args.pack, share=args.share, before=args.before,
+                        model=args.model, truncate_dim=args.truncate_dim, seed=args.seed)
     scenario.check()
-    todo = int((runs["run_date"].dt.date >= start).sum()) or 1
+    todo = sum(d >= start for d in days) or 1
     with _progress(todo, args.scenario) as progress:
         result = simulate(config, scenario, source, Path(args.out), progress=progress)
     k = max([x for x in config.retrieval.k if x <= 5] or config.retrieval.k)
-    table = compare(source, result.sandbox, args.metric, k)
-    table = table[table["run_date"].dt.date >= start]
+    table = results_table(compare(source, result.sandbox, args.metric, k), start)
     print(f"{scenario.describe()} on {start}; sandbox: {result.sandbox} (source untouched: {result.source})")
     print(f"{args.metric}@{k}: original vs simulated")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    fired = caught(source, result.sandbox, start)
+    if fired.empty:
+        print("Would the alerts catch this? No: no rule fired in the sandbox that did not fire in the original.")
+    else:
+        print(f"Would the alerts catch this? {len(fired)} condition(s) fired in the sandbox and not in the original:")
+        print(fired.to_string(index=False))
     return EXIT_OK
 
 

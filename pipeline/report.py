@@ -16,7 +16,7 @@ import pandas as pd
 from pipeline import store, views
 from pipeline.views import weekly as weekly_views
 from pipeline.alerts import ALERT, WARNING, is_new
-from pipeline.charts import SEVERITY_COLOURS, colour_map
+from pipeline.charts import EVENT_COLOUR, MAX_EVENT_LABEL, SEVERITY_COLOURS, colour_map
 from pipeline.views.alerts import incidents
 
 REVIEW_METRICS = ("hit", "recall", "mrr", "ndcg", "unjudged")  # the summary table's columns
@@ -44,6 +44,8 @@ class WeeklyReview:
     regressions: pd.DataFrame  # weekly_views.week_regressions
     corpus: weekly_views.CorpusWeek
     events: pd.DataFrame  # views.run_events of the week
+    marks: pd.DataFrame  # views.alert_points of both weeks on any series: the chart's alert marks
+    notes: pd.DataFrame  # views.run_events of both weeks: the chart's event marks
     gold_texts: dict = field(default_factory=dict)  # question id -> text, for the summary paragraph
 
 
@@ -66,6 +68,8 @@ def weekly_review(runs: pd.DataFrame, metrics: pd.DataFrame, per_question: pd.Da
                              _m=summary[views.METRIC].map(REVIEW_METRICS.index))
     summary = summary.sort_values(["_p", "_m"], kind="stable").drop(columns=["_p", "_m"])
     both = pd.concat([weekly_views.in_week(metrics, previous), weekly_views.in_week(metrics, week)])
+    fortnight = [pd.concat([weekly_views.in_week(frame, previous), weekly_views.in_week(frame, week)])
+                 for frame in (alerts, runs)]
     daily = views.metric_series(both, CHART_METRIC, k)
     week_alerts = weekly_views.in_week(alerts, week).sort_values([views.RUN_DATE, views.SEVERITY, views.RULE], kind="stable")
     return WeeklyReview(
@@ -75,6 +79,7 @@ def weekly_review(runs: pd.DataFrame, metrics: pd.DataFrame, per_question: pd.Da
         alerts=week_alerts.reset_index(drop=True),
         regressions=weekly_views.week_regressions(per_question, week, k, CHART_METRIC, TOP_QUESTIONS),
         corpus=weekly_views.week_corpus(runs, week), events=views.run_events(weekly_views.in_week(runs, week)),
+        marks=views.alert_points(fortnight[0], None), notes=views.run_events(fortnight[1]),
         gold_texts=dict(gold_texts or {}))
 
 
@@ -207,7 +212,9 @@ def _summary_table(review: WeeklyReview) -> str:
 
 
 def _chart_svg(review: WeeklyReview, width: int = 640, height: int = 220) -> str:
-    """CHART_METRIC@k per pipeline over both weeks as an inline SVG line chart (no script, no external file)."""
+    """CHART_METRIC@k per pipeline over both weeks as an inline SVG line chart (no script, no external file): the
+    week boundary dashed, run notes as dotted lines, a circle in the severity's colour where an alert fired on the
+    pipeline (on any of its series; a corpus-wide alert above the plot), its messages in the mark's tooltip."""
     daily = review.daily.dropna(subset=[views.VALUE])
     if daily.empty:
         return ""
@@ -233,14 +240,36 @@ def _chart_svg(review: WeeklyReview, width: int = 640, height: int = 220) -> str
         anchor = "start" if i == 0 else "end"
         parts.append(f'<text x="{x(i):.1f}" y="{height - bottom + 16}" font-size="11" text-anchor="{anchor}">'
                      f'{pd.Timestamp(label):%Y-%m-%d}</text>')
+    for day, note in zip(review.notes[views.RUN_DATE], review.notes[views.EVENTS]):
+        if day not in index:
+            continue
+        label = note if len(note) <= MAX_EVENT_LABEL else note[: MAX_EVENT_LABEL - 1] + "…"
+        at = x(index[day])
+        side = (at + 3, "start") if at < width / 2 else (at - 3, "end")  # the label stays inside the chart
+        parts.append(f'<g class="event"><title>{day:%Y-%m-%d}: {_e(note)}</title>'
+                     f'<line x1="{at:.1f}" x2="{at:.1f}" y1="{top}" y2="{height - bottom}" '
+                     f'stroke="{EVENT_COLOUR}" stroke-dasharray="1 3"/>'
+                     f'<text x="{side[0]:.1f}" y="{height - bottom - 4}" font-size="10" text-anchor="{side[1]}" '
+                     f'fill="{EVENT_COLOUR}">{_e(label)}</text></g>')
     pipelines = views.values_of(daily, views.PIPELINE)
     colours = colour_map(pipelines)
+    values = {(d, p): v for d, p, v in zip(daily[views.RUN_DATE], daily[views.PIPELINE], daily[views.VALUE])}
     for n, pipeline in enumerate(pipelines):
         rows = daily[daily[views.PIPELINE] == pipeline]
         points = " ".join(f"{x(index[d]):.1f},{y(v):.1f}" for d, v in zip(rows[views.RUN_DATE], rows[views.VALUE]))
         parts.append(f'<polyline fill="none" stroke="{colours[pipeline]}" stroke-width="2" points="{points}"/>')
         parts.append(f'<text x="{left + n * 130}" y="{height + 16}" font-size="12" fill="{colours[pipeline]}">'
                      f'&#9632; {_e(pipeline)}</text>')
+    for day, pipeline, severity, message in zip(review.marks[views.RUN_DATE], review.marks[views.PIPELINE],
+                                                review.marks[views.SEVERITY], review.marks[views.MESSAGE]):
+        # on the pipeline's line where it has a value that day; a corpus-wide alert above the plot
+        if day not in index or (pipeline and (day, pipeline) not in values):
+            continue
+        cx, cy = x(index[day]), y(values[(day, pipeline)]) if pipeline else top - 8
+        owner = f"{pipeline}: " if pipeline else "corpus: "
+        parts.append(f'<g class="alert-mark {_e(severity)}"><title>{day:%Y-%m-%d} {_e(owner)}{_e(message)}</title>'
+                     f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill="none" stroke="{SEVERITY_COLOURS[severity]}" '
+                     f'stroke-width="2"/></g>')
     parts.append("</svg>")
     return "".join(parts)
 

@@ -20,14 +20,19 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline import store
+from pipeline.alerts import ALERT, WARNING, condition_of
 from pipeline.config import Config, load_config
 from pipeline.corpus import CORPUS_FILE, Corpus
 from pipeline.demo import DEMO_CONFIG, LOCAL_TZ, pack_articles
 from pipeline.job import RunResult, run_day
-from pipeline.sources import Document
+from pipeline.sources import Document, parse_feed
 
-SCENARIOS = ("offtopic", "near-duplicates", "delete", "embedder")
+INJECT = "inject"  # the user's own feed file (--pack) as the injected documents
+SCENARIOS = ("offtopic", "near-duplicates", INJECT, "delete", "embedder")
+PACK_SCENARIOS = ("offtopic", "near-duplicates")  # the bundled packs
 SANDBOX_FILE = "sandbox.json"
+SIMULATED_PREFIX = "sim-"  # injected documents' ids: never one of the corpus's own
+FIRED_COLUMNS = ("rule", "pipeline", "series", "first", "severity", "runs")
 
 
 class SimulationError(DriftwatchError):
@@ -39,6 +44,7 @@ class Scenario:
     name: str
     start: date  # the day the change happens; the sandbox's series diverge from here
     n: int = 40  # offtopic / near-duplicates: documents injected
+    pack: str | None = None  # inject: the feed file (RSS, Atom or JSON Feed) whose every entry is injected
     share: float | None = None  # delete: share of the corpus removed (seeded)
     before: date | None = None  # delete: remove documents published before this date
     model: str | None = None  # embedder: another model name or folder
@@ -46,8 +52,10 @@ class Scenario:
     seed: int = 0
 
     def describe(self) -> str:
-        if self.name in ("offtopic", "near-duplicates"):
+        if self.name in PACK_SCENARIOS:
             return f"simulation: injected {self.n} {self.name} documents"
+        if self.name == INJECT:
+            return f"simulation: injected the entries of {Path(self.pack or '').name}"
         if self.name == "delete":
             what = f"{self.share:.0%} of the documents" if self.share is not None else f"documents published before {self.before}"
             return f"simulation: deleted {what}"
@@ -57,10 +65,15 @@ class Scenario:
     def check(self) -> None:
         if self.name not in SCENARIOS:
             raise SimulationError(f"unknown scenario {self.name!r} (valid: {', '.join(SCENARIOS)})")
-        if self.name in ("offtopic", "near-duplicates"):
+        if self.name in PACK_SCENARIOS:
             available = len(pack_articles(self.name))
             if not 1 <= self.n <= available:
                 raise SimulationError(f"--n must be between 1 and {available} for {self.name}, got {self.n}")
+        if (self.name == INJECT) != (self.pack is not None):
+            raise SimulationError("inject needs --pack FILE" if self.name == INJECT
+                                  else f"--pack is for the inject scenario, not {self.name}")
+        if self.name == INJECT:
+            read_pack(Path(self.pack), self.start)  # a bad file fails here, before the sandbox is made
         if self.name == "delete" and (self.share is None) == (self.before is None):
             raise SimulationError("delete needs exactly one of --share or --before")
         if self.share is not None and not 0 < self.share <= 1:
@@ -147,16 +160,37 @@ def source_config(source: Path, fallback: Config | None) -> Config:
     return fallback
 
 
+def _arrival(day: date) -> datetime:
+    return datetime.combine(day, datetime.min.time(), LOCAL_TZ)
+
+
+def read_pack(path: Path, start: date) -> list[Document]:
+    """Every entry of a feed file as a document injected on `start`: its id prefixed (so it adds to the corpus
+    rather than replacing one of its documents), published on `start` like a bundled pack's, its source
+    "simulation:<file name>". SimulationError or FeedError naming the file when it cannot be read or parsed."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise SimulationError(f"--pack {path}: no such file") from None
+    except OSError as exc:
+        raise SimulationError(f"--pack {path}: cannot read: {exc.strerror or exc}") from None
+    documents = parse_feed(data, source=f"simulation:{path.name}", location=str(path))
+    return [dataclasses.replace(d, id=f"{SIMULATED_PREFIX}{d.id}", published=_arrival(start)) for d in documents]
+
+
 def _pack_documents(scenario: Scenario) -> list[Document]:
+    if scenario.name == INJECT:
+        return read_pack(Path(scenario.pack), scenario.start)
     articles = pack_articles(scenario.name)
     chosen = random.Random(scenario.seed).sample(articles, scenario.n)
-    when = datetime.combine(scenario.start, datetime.min.time(), LOCAL_TZ)
-    return [Document(id=f"sim-{a.id}", title=a.title, text=a.text, url="", published=when,
-                     source=f"simulation:{scenario.name}", categories=(a.category,)) for a in chosen]
+    return [Document(id=f"{SIMULATED_PREFIX}{a.id}", title=a.title, text=a.text, url="",
+                     published=_arrival(scenario.start), source=f"simulation:{scenario.name}",
+                     categories=(a.category,)) for a in chosen]
 
 
 def _apply(scenario: Scenario, corpus: Corpus) -> None:
-    if scenario.name in ("offtopic", "near-duplicates"):
+    if scenario.name in (*PACK_SCENARIOS, INJECT):
         corpus.ingest(_pack_documents(scenario), scenario.start)
     elif scenario.name == "delete":
         present = corpus.snapshot(scenario.start)
@@ -182,6 +216,19 @@ def last_run(source: Path) -> date:
     if runs.empty:
         raise SimulationError(f"{source}: no history to simulate on (build one with `python -m pipeline demo`)")
     return runs["run_date"].max().date()
+
+
+def run_dates(source: Path) -> list[date]:
+    """The source's run dates, oldest first (SimulationError without history)."""
+    last_run(source)
+    return sorted(store.read_runs(source)["run_date"].dt.date.unique())
+
+
+def default_start(days: list[date], window: int) -> date:
+    """The default start of a scenario among the run dates `days` (oldest first): `window` runs before the last
+    (the alert rules' baseline), so that the re-run days can answer "would the alerts catch this?" (the first
+    run date on a shorter history)."""
+    return days[max(0, len(days) - 1 - window)]
 
 
 def simulate(config: Config, scenario: Scenario, source: Path, sandbox: Path,
@@ -244,3 +291,40 @@ def compare(source: Path, sandbox: Path, metric: str, k: int) -> pd.DataFrame:
     both = series(source).merge(series(sandbox), on=["run_date", "pipeline"], suffixes=("_original", "_simulated"))
     both["change"] = both["value_simulated"] - both["value_original"]
     return both.sort_values(["run_date", "pipeline"]).reset_index(drop=True)
+
+
+def results_table(compared: pd.DataFrame, start: date | None = None) -> pd.DataFrame:
+    """`compare`'s rows from `start` on, for reading: the run date as a date (not a timestamp)."""
+    rows = compared if start is None else compared[compared["run_date"].dt.date >= start]
+    return rows.assign(run_date=rows["run_date"].dt.date).reset_index(drop=True)
+
+
+_RANK = {WARNING: 1, ALERT: 2}
+
+
+def fired_only_in_sandbox(original: pd.DataFrame, simulated: pd.DataFrame, start: date) -> pd.DataFrame:
+    """"Would the alerts catch this?": the conditions (`alerts.condition_of`: a pipeline's drop or slow drift in
+    any of its series, any other rule per series) that fired in the sandbox on or after `start` and never fired
+    in the original from `start` on. One row per condition: rule, pipeline, series (the metrics it fired on, in
+    the order they did), first (its first date in the sandbox), severity (the most severe) and runs (dates it
+    fired on); earliest first."""
+    def from_start(frame: pd.DataFrame) -> pd.DataFrame:
+        rows = frame[frame[store.RUN_DATE].dt.date >= start]
+        return rows.assign(_condition=[condition_of(r, p, m) for r, p, m in
+                                       zip(rows["rule"], rows["pipeline"].fillna(""), rows["metric"])])
+
+    before = set(from_start(original)["_condition"])
+    fired = from_start(simulated)
+    fired = fired[~fired["_condition"].isin(before)].sort_values(store.RUN_DATE, kind="stable")
+    rows = [{"rule": condition[0], "pipeline": condition[1], "series": ", ".join(dict.fromkeys(group["metric"])),
+             "first": group[store.RUN_DATE].min().date(),
+             "severity": max(group["severity"], key=lambda s: _RANK.get(s, 0)),
+             "runs": group[store.RUN_DATE].nunique()}
+            for condition, group in fired.groupby("_condition", sort=False)]
+    out = pd.DataFrame(rows, columns=list(FIRED_COLUMNS))
+    return out.sort_values(["first", "rule", "pipeline"], kind="stable").reset_index(drop=True)
+
+
+def caught(source: Path, sandbox: Path, start: date) -> pd.DataFrame:
+    """`fired_only_in_sandbox` for the alerts.csv of a source and its sandbox."""
+    return fired_only_in_sandbox(store.read(source, store.ALERTS), store.read(sandbox, store.ALERTS), start)

@@ -1,6 +1,7 @@
 """The dashboard through Streamlit's AppTest: every page file against a short history built by the real pipeline
 (four daily runs of the demo with the drift event on the third), the shared frame (sidebar, open-alert banner),
-the empty state, and the flows that write (building the demo, a simulation in its sandbox)."""
+the empty state, and the flows that write (building the demo, a simulation in its sandbox); and every page on an
+empty directory, a one-day history and a year-long one."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from pipeline.cli import main
 from pipeline.config import Config
 from pipeline.demo import FIRST_RUN_DAY, build_demo, demo_date
 from pipeline.gold import load_gold
-from pipeline.simulate import compare
+from pipeline.simulate import caught, compare, discard_sandbox, results_table
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
@@ -69,9 +70,12 @@ def open_app(monkeypatch):
         original(self, *args, **kwargs)
         PagesManager.uses_pages_directory = False  # what st.navigation leaves behind on a server
 
-    def start(data_dir: Path, first_request: bool = False) -> AppTest:
+    def start(data_dir: Path, first_request: bool = False, config: Path | None = None) -> AppTest:
         monkeypatch.setenv("DRIFTWATCH_DATA_DIR", str(data_dir))
-        monkeypatch.delenv("DRIFTWATCH_CONFIG", raising=False)
+        if config is None:
+            monkeypatch.delenv("DRIFTWATCH_CONFIG", raising=False)
+        else:
+            monkeypatch.setenv("DRIFTWATCH_CONFIG", str(config))
         monkeypatch.setattr(PagesManager, "__init__", original if first_request else steady)
         at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
         assert not at.exception, [e.value for e in at.exception]
@@ -381,10 +385,21 @@ def test_simulation_runs_in_a_sandbox_and_is_discarded(history, open_app):
     names = [t["name"] for t in figure(at, "sim_chart")["data"]]
     assert "hybrid simulated" in names and "hybrid original" in names
     shown = table(at, "sim_table")
-    expected = compare(history, sandbox, "recall", 5)
-    expected = expected[expected["run_date"].dt.date >= last]
+    expected = results_table(compare(history, sandbox, "recall", 5), last)
     assert shown["value_simulated"].tolist() == pytest.approx(expected["value_simulated"].tolist())
+    assert [str(d)[:10] for d in shown["run_date"]] == [str(d) for d in expected["run_date"]]
     assert "injected 20 near-duplicates" in store.read_runs(sandbox)["events"].iloc[-1]
+    # the rules' answer and the delta chart
+    assert "Would the alerts catch this?" in [h.value for h in at.subheader]
+    fired = caught(history, sandbox, last)
+    if fired.empty:
+        assert any(i.value.startswith("No: no rule fired in the sandbox") for i in at.info)
+    else:
+        assert table(at, "sim_caught")[["rule", "pipeline", "series"]].values.tolist() == \
+            fired[["rule", "pipeline", "series"]].values.tolist()
+    delta = {t["name"]: t["y"] for t in figure(at, "sim_delta_chart")["data"] if t.get("mode") == "lines+markers"}
+    hybrid = expected[expected["pipeline"] == "hybrid"]
+    assert delta["hybrid"] == pytest.approx(hybrid["change"].tolist())
     at.button(key="sim_discard").click()
     rerun(at)
     assert not sandbox.exists() and tree_hash(history) == before
@@ -434,6 +449,38 @@ def test_without_metrics_csv_every_page_shows_an_empty_state(history, tmp_path, 
         assert any(f"{data_dir / store.METRICS} has no rows" in n for n in notes), notes
 
 
+PACK_RSS = b"""<?xml version="1.0" encoding="UTF-8"?>
+<rss version="2.0"><channel><title>Mine</title><link>https://example.invalid/</link><description>d</description>
+<item><guid>up-1</guid><title>Harbour crane contract awarded</title><link>https://example.invalid/1</link>
+<description>The port authority awarded the crane contract after a long tender.</description></item>
+</channel></rss>
+"""
+
+
+def test_an_uploaded_feed_file_is_injected_and_a_bad_one_named(history, open_app):
+    sandbox = simulate_views.sandbox_dir(history)
+    shutil.rmtree(sandbox, ignore_errors=True)
+    at = visit(open_app(history), "pages/simulate.py")
+    at.selectbox(key="sim_scenario").set_value("inject")
+    at.selectbox(key="sim_start").set_value(max(store.read_runs(history)["run_date"]).date())
+    rerun(at)
+    assert at.button(key="sim_run").disabled  # nothing to inject yet
+    at.get_by_key("sim_pack").set_value(("notes.xml", b"not a feed", "text/xml"))
+    rerun(at)
+    at.button(key="sim_run").click()
+    rerun(at)
+    assert any(re.search(r"notes\.xml: not a valid feed", literal(e.value)) for e in at.error)
+    assert not sandbox.exists()
+    at.get_by_key("sim_pack").set_value(("mine.xml", PACK_RSS, "text/xml"))
+    rerun(at)
+    at.button(key="sim_run").click()
+    rerun(at)
+    assert "simulation: injected the entries of mine.xml" in store.read_runs(sandbox)["events"].iloc[-1]
+    assert any("injected the entries of mine.xml" in literal(c.value) for c in at.caption)
+    assert at.get_by_key("sim_delta_chart") and at.get_by_key("sim_table")
+    discard_sandbox(sandbox)
+
+
 def test_a_simulation_meeting_a_bad_gold_set_says_so_and_keeps_the_page(history, tmp_path, open_app):
     data_dir = copy_of(history, tmp_path)
     missing = tmp_path / "gone.jsonl"
@@ -456,3 +503,69 @@ def test_the_empty_state_builds_the_demo_then_shows_it(tmp_path, open_app):
     assert len(runs) == 1 and runs["run_date"].iloc[0].date() == demo_date(FIRST_RUN_DAY)
     assert [t.value for t in at.title] == ["Overview"]
     assert len(at.metric) >= 12
+
+
+# --- every page on a one-day and a year-long history (the empty one: test_empty_directory_shows_...) ----------
+
+# What each page shows first when it has a history: the element a reader looks for.
+KEY_ELEMENTS = {"pages/overview.py": "overview_chart", "pages/trends.py": "trends_k",
+                "pages/questions.py": "questions_chart", "pages/drift.py": "drift_composition_chart",
+                "pages/simulate.py": "sim_chart", "pages/weekly.py": "weekly_summary", "pages/alerts.py": "alerts_chart"}
+YEAR_QUESTIONS = 20  # bench.dashboard's year of history with 20 questions rather than 200: the same shape, faster
+
+
+@pytest.fixture(scope="session")
+def one_day(tmp_path_factory) -> Path:
+    """The demo's first run only: no baseline, no week before, no drift reference."""
+    data_dir = tmp_path_factory.mktemp("one-day") / "store"
+    build_demo(Config(data_dir=Path(), gold=Path()), data_dir, days=1)
+    return data_dir
+
+
+@pytest.fixture(scope="session")
+def year(tmp_path_factory) -> Path:
+    """365 daily runs x 20 questions x 4 pipelines x 3 k, contract-exact (bench.dashboard's synthetic store, with
+    its drift event, feed failures and alerts); its settings in bench.toml beside it."""
+    from bench import dashboard
+
+    data_dir = tmp_path_factory.mktemp("year") / "store"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dashboard, "QUESTIONS", YEAR_QUESTIONS)
+        dashboard.build_store(data_dir)
+    return data_dir
+
+
+def test_every_page_has_its_key_element():
+    assert sorted(KEY_ELEMENTS) == PAGES
+
+
+def shows_its_page(at: AppTest, page: str, data_dir: Path) -> None:
+    """The page rendered: no exception, no red box outside the alert banner, its own title, the shared sidebar and
+    its key element."""
+    assert not at.exception, [e.value for e in at.exception]
+    try:
+        banner_boxes = {e.proto.body for e in at.get_by_key("alert_banner").error}
+    except KeyError:  # no open alert on the latest run
+        banner_boxes = set()
+    assert [literal(e.value) for e in at.error if e.proto.body not in banner_boxes] == []
+    assert len(at.title) == 1 and at.title[0].value != "driftwatch"  # a page, not the empty state
+    assert str(data_dir) in [c.value for c in at.sidebar.code]
+    assert at.get_by_key(KEY_ELEMENTS[page])
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_a_one_day_history(one_day, open_app, page):
+    assert len(store.read_runs(one_day)) == 1
+    at = visit(open_app(one_day), page)
+    shows_its_page(at, page, one_day)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_a_year_long_history(year, open_app, page):
+    from bench.dashboard import CONFIG_FILE, DAYS
+
+    assert len(store.read_runs(year)) == DAYS
+    at = visit(open_app(year, config=year / CONFIG_FILE), page)
+    shows_its_page(at, page, year)
+    if page == "pages/overview.py":  # the whole year is drawn, not a default window of it
+        assert len(figure(at, "overview_chart")["data"][0]["y"]) == DAYS

@@ -14,6 +14,7 @@ import pytest
 from pipeline import store
 from pipeline.cli import EXIT_BAD_INPUT, EXIT_LOCKED, main
 from pipeline.config import Config, RetrievalConfig
+from pipeline.corpus import Corpus
 from pipeline.demo import (FEEDS_DIR, FIRST_RUN_DAY, GOLD_FILE, N_DAYS, base_articles, build_demo,
                            daily_feeds, demo_date, pack_articles)
 from pipeline.gold import load_gold
@@ -166,4 +167,54 @@ def test_simulate_refuses_a_date_after_the_history_or_an_unknown_metric(demo_sto
     assert main(["simulate", "--scenario", "offtopic", "--n", "3", "--data-dir", str(data_dir), "--out", str(out),
                  *option]) == EXIT_BAD_INPUT
     assert re.search(f"^error: .*{message}", capsys.readouterr().err, re.M)
+    assert not out.exists() and not (tmp_path / ".sandbox.partial").exists()
+
+
+PACK_RSS = """<?xml version="1.0" encoding="UTF-8"?>
+<rss version="2.0"><channel><title>My feed</title><link>https://example.invalid/</link><description>d</description>
+<item><guid>mine-1</guid><title>Harbour crane contract awarded</title><link>https://example.invalid/1</link>
+<category>economy</category><description>The port authority awarded the crane contract to a local firm after a
+long tender; the harbour budget covers the first two cranes.</description></item>
+<item><guid>mine-2</guid><title>Rowing club wins the regatta</title><link>https://example.invalid/2</link>
+<category>sports</category><description>The rowing club won the autumn regatta on the river.</description></item>
+</channel></rss>
+"""
+
+
+def test_simulate_injects_the_users_own_feed_file_and_answers_with_the_rules(demo_store, tmp_path, capsys):
+    data_dir, _ = demo_store
+    before = tree_hash(data_dir)
+    pack, out = tmp_path / "my-feed.xml", tmp_path / "sandbox"
+    pack.write_text(PACK_RSS, encoding="utf-8")
+    last = demo_date(FIRST_RUN_DAY + 2)
+    assert main(["simulate", "--scenario", "inject", "--pack", str(pack), "--date", str(last),
+                 "--data-dir", str(data_dir), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert tree_hash(data_dir) == before
+    assert "simulation: injected the entries of my-feed.xml" in store.read_runs(out)["events"].iloc[-1]
+    runs = store.read_runs(out)
+    assert runs["docs_total"].iloc[-1] == store.read_runs(data_dir)["docs_total"].iloc[-1] + 2
+    with Corpus.in_dir(out) as corpus:
+        injected = {s.document.id: s.document.source for s in corpus.snapshot(last)
+                    if s.document.id.startswith("sim-")}
+    assert injected == {"sim-mine-1": "simulation:my-feed.xml", "sim-mine-2": "simulation:my-feed.xml"}
+    # the results as dates, not timestamps, and the rules' answer
+    lines = printed.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["run_date", "pipeline"])
+    assert lines[header + 1].split()[0] == str(last) and "00:00:00" not in printed
+    assert "Would the alerts catch this?" in printed
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "--pack {path}: no such file"),
+    ("not a feed at all\n", "{path}: not a valid feed"),
+], ids=["missing", "not-a-feed"])
+def test_simulate_with_a_bad_pack_file_names_it_and_writes_nothing(demo_store, tmp_path, capsys, content, message):
+    data_dir, _ = demo_store
+    pack, out = tmp_path / "pack.xml", tmp_path / "sandbox"
+    if content is not None:
+        pack.write_text(content, encoding="utf-8")
+    assert main(["simulate", "--scenario", "inject", "--pack", str(pack), "--data-dir", str(data_dir),
+                 "--out", str(out)]) == EXIT_BAD_INPUT
+    assert f"error: {message.format(path=pack)}" in capsys.readouterr().err
     assert not out.exists() and not (tmp_path / ".sandbox.partial").exists()

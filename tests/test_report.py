@@ -95,3 +95,23 @@ def test_week_csv_is_the_weeks_metrics_rows(data_dir):
     lines = report.week_csv(store.read_metrics(data_dir), WEEK).splitlines()
     assert lines[0] == ",".join(store.METRICS_COLUMNS)
     assert len(lines) == 1 + 2 * 2 * 5 and all(line.startswith(("2026-11-17", "2026-11-19")) for line in lines[1:])
+
+
+def test_the_chart_marks_alerts_and_run_notes(data_dir):
+    store.replace_date(data_dir, store.ALERTS, "2026-11-12", [{  # a corpus-wide warning in the previous week
+        "run_date": "2026-11-12", "rule": "drift", "pipeline": "", "metric": "corpus", "value": 0.4,
+        "baseline": 0.2, "change_pct": None, "threshold": 0.25, "severity": "warning", "message": "corpus drift",
+        "since": "2026-11-12", "p_value": 0.01}])
+    page = report.weekly_review_html(data_dir, WEEK)
+    svg = page[page.index("<svg"):page.index("</svg>")]
+    marks = re.findall(r'<g class="alert-mark (\w+)"><title>([^<]*)</title><circle cx="([\d.]+)" cy="([\d.]+)"', svg)
+    assert [(severity, title.split(" ")[0]) for severity, title, _, _ in marks] == [
+        ("warning", "2026-11-12"), ("alert", "2026-11-17")]
+    assert marks[0][1] == "2026-11-12 corpus: [warning / drift] corpus drift"
+    assert marks[1][1].startswith("2026-11-17 bm25: [alert / drop] recall fell &lt;script&gt;")
+    # bm25's mark sits on its line at 2026-11-17 (the third of four run dates), the corpus-wide one above the plot
+    line = re.findall(r'<polyline fill="none" stroke="[^"]+" stroke-width="2" points="([^"]+)"/>', svg)[0]
+    assert line.split()[2] == f"{marks[1][2]},{marks[1][3]}"
+    assert float(marks[0][3]) == 14 - 8  # above the plot's top
+    events = re.findall(r'<g class="event"><title>([^<]*)</title>', svg)
+    assert events == ["2026-11-17: &lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;"]

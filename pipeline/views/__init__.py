@@ -163,10 +163,10 @@ def alerts_display(alerts: pd.DataFrame) -> pd.DataFrame:
 
 
 
-def alert_points(alerts: pd.DataFrame, metric: str, pipelines: Sequence[str] | None = None) -> pd.DataFrame:
+def alert_points(alerts: pd.DataFrame, metric: str | None, pipelines: Sequence[str] | None = None) -> pd.DataFrame:
     """One point per run date and pipeline where alerts fired on `metric` (alerts.csv's metric, e.g.
-    "recall@5" or "psi_mean"): value, the most severe severity, and every message (one per line)."""
-    rows = alerts[alerts[METRIC] == metric]
+    "recall@5" or "psi_mean"; None: on any): value, the most severe severity, and every message (one per line)."""
+    rows = alerts if metric is None else alerts[alerts[METRIC] == metric]
     if pipelines is not None:
         rows = rows[rows[PIPELINE].fillna("").isin(list(pipelines))]
     columns = [RUN_DATE, PIPELINE, VALUE, SEVERITY, MESSAGE]

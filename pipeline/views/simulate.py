@@ -13,7 +13,10 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline import store
-from pipeline.store import (RUN_DATE, VALUE)
+from pipeline.sources import FEED_SUFFIXES
+from pipeline.store import PIPELINE, RUN_DATE, VALUE
+
+PACK_TYPES = FEED_SUFFIXES  # what the page's uploader accepts as a feed file to inject
 
 
 def sandbox_dir(data_dir: Path) -> Path:
@@ -65,3 +68,18 @@ def side_by_side(original: pd.DataFrame, simulated: pd.DataFrame | None, group: 
     return both.sort_values(keys, kind="stable").reset_index(drop=True)
 
 
+def delta_series(table: pd.DataFrame, start: date | None) -> pd.DataFrame:
+    """Sandbox minus original per run date and pipeline from `start` on (rows of `side_by_side`): run_date,
+    pipeline, value (the change), for a chart of what the scenario did."""
+    rows = table[table["change"].notna()]
+    if start is not None:
+        rows = rows[rows[RUN_DATE] >= pd.Timestamp(start)]
+    return rows[[RUN_DATE, PIPELINE, "change"]].rename(columns={"change": VALUE}).reset_index(drop=True)
+
+
+def save_upload(name: str, data: bytes, folder: Path) -> Path:
+    """An uploaded feed file written into `folder` under its own base name (which names it in the scenario's
+    description and in any error about it), for `simulate` to read as the inject scenario's pack."""
+    path = Path(folder) / (Path(name).name or "pack.xml")
+    path.write_bytes(data)
+    return path
