@@ -195,6 +195,8 @@ def trend_figure(trend: pd.DataFrame, metric_label: str, points: pd.DataFrame | 
                                      marker={"symbol": "square", "size": 12,
                                              "color": _rgba(SEVERITY_COLOURS[severity], 0.35)}))
     _layout(fig, f"{metric_label} by pipeline", DATE_AXIS, f"{metric_label} (mean over questions, 0–1)", height=360)
+    fig.update_yaxes(title_text=None, col=None)  # one y title, on the first panel: the panels share the axis
+    fig.update_yaxes(title_text=f"{metric_label} (mean over questions, 0–1)", row=1, col=1)
     fig.update_layout(legend={"orientation": "h", "yanchor": "bottom", "y": 1.12, "x": 0}, margin={"t": 90, "b": 50})
     fig.update_xaxes(type="date", tickformat=DATE_TICKS, nticks=5)
     if trend.empty:

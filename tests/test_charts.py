@@ -51,6 +51,7 @@ def test_trend_figure_draws_values_the_rules_edges_floor_alerts_and_events():
     assert fig.layout.title.text == "recall@5 by pipeline"
     assert fig.layout.xaxis.title.text == "run date"
     assert fig.layout.yaxis.title.text == "recall@5 (mean over questions, 0–1)"
+    assert fig.layout.yaxis2.title.text is None  # one y title: on each panel it ran into the one before
     assert "%{y:.4f}" in named["bm25"].hovertemplate and "%{x|%Y-%m-%d}" in named["bm25"].hovertemplate
 
 
