@@ -259,11 +259,10 @@ def alert_banner() -> None:
             part = rows[rows[views.SEVERITY] == severity]
             if part.empty:
                 continue
-            names = "; ".join(f"{m} of {p} ({r})" if p else f"{m} ({r})" for r, p, m in
-                              zip(part[views.RULE], part[views.PIPELINE].fillna(""), part[views.METRIC]))
-            noun = severity if len(part) == 1 else f"{severity}s"
-            box(views.escape_markdown(f"{len(part)} open {noun} on the latest run ({day}): {names}"),
-                icon=SEVERITY_ICONS[severity])
+            names = views.condition_names(part)
+            noun = "condition" if len(names) == 1 else "conditions"
+            box(views.escape_markdown(f"{len(names)} open {severity} {noun} on the latest run ({day}): "
+                                      + "; ".join(names)), icon=SEVERITY_ICONS[severity])
         with st.expander(f"Messages of the {len(rows)} open alert rows", key="alert_banner_details"):
             for row in rows.head(MAX_BANNER_DETAILS).itertuples(index=False):
                 owner = getattr(row, views.PIPELINE) or "corpus"

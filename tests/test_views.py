@@ -518,3 +518,12 @@ def test_alerts_display_has_dates_and_no_none():
     shown = views.alerts_display(rows).iloc[0]
     assert shown["run_date"] == date(2024, 1, 2) and shown["value"] == 0.1235
     assert (shown["pipeline"], shown["baseline"], shown["change_pct"], shown["threshold"]) == ("", "–", "–", "0.2")
+
+
+def test_open_alerts_are_named_once_per_condition():
+    rows = pd.DataFrame({"rule": ["slow_drift", "slow_drift", "slow_drift", "floor", "drift", "config_change"],
+                         "pipeline": ["bm25", "bm25", "dense", "dense", "", ""],
+                         "metric": ["mrr@5", "ndcg@5", "hit@5", "recall@5", "corpus", "model"]})
+    assert views.condition_names(rows) == ["slow_drift on bm25 (mrr@5, ndcg@5)", "slow_drift on dense (hit@5)",
+                                           "floor on dense recall@5", "drift on the corpus",
+                                           "config_change on the corpus: model"]

@@ -143,6 +143,27 @@ def open_alerts(alerts: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
             .drop(columns="_order").reset_index(drop=True))
 
 
+def condition_names(rows: pd.DataFrame) -> list[str]:
+    """Open alert rows named once per condition (`alerts.condition_of`), in their order: "slow_drift on bm25
+    (mrr@5, ndcg@5)" for a pipeline's drop or slow drift whichever series show it, "floor on dense recall@5",
+    "drift on the corpus"."""
+    from pipeline.alerts import condition_of
+
+    named: dict[tuple, list[str]] = {}
+    for rule, pipeline, metric in zip(rows[RULE], rows[PIPELINE].fillna(""), rows[METRIC].fillna("")):
+        named.setdefault(condition_of(rule, pipeline, metric), []).append(metric)
+    out = []
+    for condition, metrics in named.items():
+        rule, pipeline = condition[:2]
+        where = pipeline or "the corpus"
+        if len(condition) == 2:
+            shown = f" ({', '.join(dict.fromkeys(metrics))})"
+        else:  # corpus-wide rules name their metric when it says more than the rule ("config_change on the corpus: model")
+            shown = f" {metrics[0]}" if pipeline else ("" if metrics[0] in (rule, "corpus", "") else f": {metrics[0]}")
+        out.append(f"{rule} on {where}{shown}")
+    return out
+
+
 def alerts_display(alerts: pd.DataFrame) -> pd.DataFrame:
     """Alert rows for a table: run_date as a date, values rounded, and the columns that may be empty
     (pipeline, baseline, change_pct, threshold) as text with "–" for an empty value rather than "None"."""
