@@ -249,8 +249,8 @@ def test_page_renders_in_the_browser(browser, server, screenshots, page: RoutedP
         context.close()
 
 
-# --- the demo's story, read by content (a built demo history: DRIFTWATCH_DEMO_DIR, e.g. from
-# `python -m pipeline demo --data-dir /tmp/dash-demo`; the month-long build takes minutes, so it is reused) ---
+# --- the demo's story, read by content: the month-long demo history built here (a few minutes), or the one in
+# DRIFTWATCH_DEMO_DIR (e.g. from `python -m pipeline demo --data-dir /tmp/dash-demo`), reused when set ---
 
 DEMO_ENV = "DRIFTWATCH_DEMO_DIR"
 
@@ -259,7 +259,9 @@ DEMO_ENV = "DRIFTWATCH_DEMO_DIR"
 def demo_server(tmp_path_factory) -> Iterator[Server]:
     demo = os.environ.get(DEMO_ENV)
     if not demo or not (Path(demo) / "runs.csv").exists():
-        pytest.skip(f"set {DEMO_ENV} to a directory built by `python -m pipeline demo`")
+        built = tmp_path_factory.mktemp("demo-history") / "store"
+        build_demo(Config(data_dir=built, gold=Path(".")), built)
+        demo = str(built)
     port = _free_port()
     log = tmp_path_factory.mktemp("demo-server") / "streamlit.log"
     env = {**os.environ, "DRIFTWATCH_DATA_DIR": demo}
