@@ -25,7 +25,13 @@ PAGES = [
     st.Page("pages/alerts.py", title="Alerts", icon=":material/notifications:"),
 ]
 
-page = st.navigation(PAGES)
+# The page list is drawn by the app itself (page links), not by Streamlit: with `client.showSidebarNavigation`
+# off (.streamlit/config.toml, and `driftwatch app`'s command line) no list of the pages/ folder flashes before
+# the script has run on a cold start.
+page = st.navigation(PAGES, position="hidden")
+with st.sidebar.container(key="page_links"):
+    for linked in PAGES:
+        st.page_link(linked)
 directory = ui.data_dir()
 ui.sidebar(directory)
 if ui.runs(directory).empty:

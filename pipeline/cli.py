@@ -467,7 +467,8 @@ def _app(args: argparse.Namespace) -> int:
         print(f"error: the dashboard is missing ({script} not found): reinstall driftwatch", file=sys.stderr)
         return EXIT_BAD_INPUT
     # .streamlit/config.toml is read from the working directory only: the settings that matter go on the line.
-    command = [sys.executable, "-m", "streamlit", "run", str(script), "--browser.gatherUsageStats", "false"]
+    command = [sys.executable, "-m", "streamlit", "run", str(script), "--browser.gatherUsageStats", "false",
+               "--client.showSidebarNavigation", "false"]
     if args.port is not None:
         command += ["--server.port", str(args.port)]
     print(f"dashboard on {env[ENV_DATA_DIR]}", file=sys.stderr)

@@ -205,6 +205,10 @@ def check_page(tab: Page, page: RoutedPage) -> None:
     assert [text for text, in_banner in boxes if not in_banner] == [], "an error box outside the alert banner"
     assert [text for text, _ in boxes if ERROR_WORDS.search(text)] == [], "an error box naming an error"
 
+    links = tab.locator(".st-key-page_links a")  # the app's own page list, every page in it
+    expect(links, "the sidebar's page links").to_have_count(len(PAGES), timeout=EXPECT_TIMEOUT)
+    # each link's text ends with its title (an icon's ligature name comes first)
+    assert [t.strip().splitlines()[-1] for t in links.all_inner_texts()] == [p.title for p in PAGES]
     title = tab.locator("h1").filter(has_text=re.compile(rf"^\s*{re.escape(page.title)}\s*$"))
     expect(title, f"the title {page.title!r}").to_have_count(1, timeout=EXPECT_TIMEOUT)
     controls = CONTROLS.get(page.file, ())
