@@ -12,7 +12,7 @@ from pipeline import charts, store, views
 from pipeline.views import drift as drift_views
 from pipeline.views import simulate as simulate_views
 from pipeline.demo import pack_articles
-from pipeline.drift import EVIDENTLY_SCORE, PSI_MEAN
+from pipeline.drift import PSI_MEAN
 from pipeline.errors import DriftwatchError
 from pipeline.simulate import (INJECT, SCENARIOS, Scenario, default_start, discard_sandbox, fired_only_in_sandbox,
                                results_table, simulate)
@@ -100,12 +100,12 @@ fired = views.between(views.alert_points(simulated[store.ALERTS], views.series_n
                       start) if simulated else None
 st.plotly_chart(charts.comparison_figure(table, views.PIPELINE, f"{label}: original (solid) vs simulated (dashed)",
                                          f"{label} (mean over questions, 0–1)", start, fired), key="sim_chart")
-statistics = [PSI_MEAN.name, EVIDENTLY_SCORE.name]
+statistics = [PSI_MEAN.name]  # one unit on the axis (Evidently's AUC is on the Drift page, on its own axis)
 drift = simulate_views.side_by_side(drift_views.drift_series(ui.drift(), statistics),
                            drift_views.drift_series(simulated[store.DRIFT], statistics) if simulated else None,
                            views.STATISTIC)
-st.plotly_chart(charts.comparison_figure(drift, views.STATISTIC, "Drift: original (solid) vs simulated (dashed)",
-                                         "PSI mean (≥ 0) / Evidently AUC (0–1)", start), key="sim_drift_chart")
+st.plotly_chart(charts.comparison_figure(drift, views.STATISTIC, "PSI of the window's new chunks: original (solid) vs simulated (dashed)",
+                                         "PSI mean over the principal components (≥ 0)", start), key="sim_drift_chart")
 if made is None:
     st.stop()
 st.subheader("Would the alerts catch this?")
