@@ -122,8 +122,20 @@ def test_the_dashboard_starts_from_the_installed_copy(venv, tmp_path):
                     healthy = response.read() == b"ok"
             except OSError:
                 time.sleep(0.5)
-        assert healthy, f"the dashboard did not come up (exit {proc.poll()})"
+        if not healthy:
+            os.killpg(proc.pid, signal.SIGTERM) if proc.poll() is None else None
+            raise AssertionError(f"the dashboard did not come up (exit {proc.poll()}):\n{proc.communicate(timeout=30)[0]}")
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        out = proc.communicate(timeout=30)[0]
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    out = proc.communicate(timeout=30)[0]
     assert f"dashboard on {tmp_path / 'store'}" in out
+
+
+def test_every_package_of_pipeline_is_installed():
+    """pyproject lists pipeline's packages by name: a new subpackage left out installs a broken driftwatch."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "pipeline").rglob("__init__.py")}
+    assert found <= listed, f"pyproject.toml's packages lack {sorted(found - listed)}"
