@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.alerts import ALERT, WARNING
+from pipeline.alerts import ALERT, WARNING, condition_of
 from pipeline.config import DEFAULT_CONFIG_FILE, ENV_CONFIG, ENV_DATA_DIR, Config, load_config
 from pipeline.demo import DEMO_CONFIG
 from pipeline.gold import GoldQuestion, load_gold
@@ -147,8 +147,6 @@ def condition_names(rows: pd.DataFrame) -> list[str]:
     """Open alert rows named once per condition (`alerts.condition_of`), in their order: "slow_drift on bm25
     (mrr@5, ndcg@5)" for a pipeline's drop or slow drift whichever series show it, "floor on dense recall@5",
     "drift on the corpus"."""
-    from pipeline.alerts import condition_of
-
     named: dict[tuple, list[str]] = {}
     for rule, pipeline, metric in zip(rows[RULE], rows[PIPELINE].fillna(""), rows[METRIC].fillna("")):
         named.setdefault(condition_of(rule, pipeline, metric), []).append(metric)
