@@ -39,7 +39,8 @@ _TELEMETRY_OFF = {"MLFLOW_DISABLE_TELEMETRY": "true", "WHYLOGS_NO_ANALYTICS": "T
 # The runs.csv columns published as numbers (MLflow `run.<column>`, Prometheus gauges below).
 RUN_NUMBERS = ("docs_total", "docs_new", "docs_updated", "docs_deleted", "chunks_total", "chunks_embedded",
                "feeds_ok", "feeds_failed", "seconds")
-SENTINEL = "run.docs_total"  # an MLflow key every exported date has: its steps are the dates logged
+SENTINEL = "run.docs_total"
+MAX_MESSAGE = 400  # characters of an exporter's error kept in runs.csv's events (client errors run long)  # an MLflow key every exported date has: its steps are the dates logged
 
 
 class ExportError(DriftwatchError):
@@ -129,7 +130,7 @@ def export(config: Config, days: Sequence[date], *, pending: dict | None = None,
                         write_profiles(config, history, open_corpus, day)
             outcomes.append(ExportOutcome(name, where))
         except Exception as exc:  # noqa: BLE001 (any failure of a publisher: logged and counted, never fatal)
-            message = f"{where}: {exc}" if where not in str(exc) else str(exc)
+            message = f"{where}: " + " ".join(str(exc).split())[:MAX_MESSAGE]
             log.warning("export %s failed: %s", name, message)
             outcomes.append(ExportOutcome(name, where, message))
     return outcomes
