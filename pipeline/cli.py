@@ -525,7 +525,11 @@ def _serve_metrics(args: argparse.Namespace) -> int:
 
     data_dir = resolve_data_dir(args.config, args.data_dir)
     store.validate(data_dir)  # a bad store is said now, not on the first scrape
-    server, thread = serve(data_dir, args.port, args.addr)
+    try:
+        server, thread = serve(data_dir, args.port, args.addr)
+    except OSError as exc:  # the port is taken, or the address is not this machine's
+        print(f"error: cannot listen on {args.addr}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     print(f"serving the metrics of {data_dir} on http://{args.addr}:{server.server_port}/metrics", file=sys.stderr,
           flush=True)
     try:

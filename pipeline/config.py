@@ -492,10 +492,15 @@ def _check_exports(export: ExportConfig, bad: Callable[[str, str], ConfigError])
 _URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
 
+def has_scheme(uri: str) -> bool:
+    """A URI with a scheme (http://, file:, sqlite:, databricks), not a path (nor a Windows drive letter)."""
+    return bool(_URI_SCHEME.match(uri)) and not re.match(r"[A-Za-z]:[\\/]", uri)
+
+
 def _tracking_uri(uri: str, base: Path) -> str:
-    """A tracking URI with a scheme (http://, file:, sqlite:, databricks) stays as it is; a folder is relative to
-    the config file, like every other path."""
-    if _URI_SCHEME.match(uri) and not re.match(r"[A-Za-z]:[\\/]", uri):  # not a Windows drive letter
+    """A tracking URI with a scheme stays as it is; a folder is relative to the config file, like every other
+    path."""
+    if has_scheme(uri):
         return uri
     path = Path(uri).expanduser()
     return str(path if path.is_absolute() else base / path)

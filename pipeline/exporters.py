@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ import pandas as pd
 
 from pipeline import store
 from pipeline.alerts import ALERT, WARNING
-from pipeline.config import Config, MlflowExportConfig, PrometheusExportConfig, WhylogsExportConfig
+from pipeline.config import Config, MlflowExportConfig, PrometheusExportConfig, WhylogsExportConfig, has_scheme
 from pipeline.corpus import Corpus, text_hash
 from pipeline.errors import DriftwatchError
 
@@ -62,26 +63,38 @@ class ExportOutcome:
         return f"export {self.exporter} failed: {self.error}"
 
 
-@dataclass(frozen=True)
 class History:
-    """The frames the exporters read: the store, with the run being written (not yet in runs.csv) included."""
+    """What the exporters read: the store, with the run being written (not yet in runs.csv) included; each
+    file is read on first use (a scrape never reads per_question.csv)."""
 
-    data_dir: Path
-    runs: pd.DataFrame
-    metrics: pd.DataFrame
-    drift: pd.DataFrame
-    alerts: pd.DataFrame
-    per_question: pd.DataFrame
-
-    @classmethod
-    def read(cls, data_dir: Path, pending: dict | None = None) -> History:
+    def __init__(self, data_dir: Path, pending: dict | None = None) -> None:
+        self.data_dir = Path(data_dir)
         runs = store.read_runs(data_dir)
         if pending is not None:
             row = pd.DataFrame([pending]).astype({store.RUN_DATE: "datetime64[ns]"})
             runs = pd.concat([runs[runs[store.RUN_DATE] != row[store.RUN_DATE].iloc[0]], row], ignore_index=True)
             runs = runs.sort_values(store.RUN_DATE, ignore_index=True)
-        return cls(Path(data_dir), runs, store.read_metrics(data_dir), store.read(data_dir, store.DRIFT),
-                   store.read(data_dir, store.ALERTS), store.read_per_question(data_dir))
+        self.runs = runs
+
+    @classmethod
+    def read(cls, data_dir: Path, pending: dict | None = None) -> History:
+        return cls(data_dir, pending)
+
+    @cached_property
+    def metrics(self) -> pd.DataFrame:
+        return store.read_metrics(self.data_dir)
+
+    @cached_property
+    def drift(self) -> pd.DataFrame:
+        return store.read(self.data_dir, store.DRIFT)
+
+    @cached_property
+    def alerts(self) -> pd.DataFrame:
+        return store.read(self.data_dir, store.ALERTS)
+
+    @cached_property
+    def per_question(self) -> pd.DataFrame:
+        return store.read_per_question(self.data_dir)
 
     def dates(self) -> list[date]:
         return [d.date() for d in self.runs[store.RUN_DATE]]
@@ -250,9 +263,7 @@ def _mlflow_settings(uri: str, timeout: float) -> Iterator[None]:
 def tracking_uri(section: MlflowExportConfig) -> str:
     """The URI MLflow is given: a folder becomes a file: URI, anything with a scheme stays."""
     uri = section.tracking_uri
-    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", uri) and not re.match(r"[A-Za-z]:[\\/]", uri):
-        return uri
-    return Path(uri).resolve().as_uri()
+    return uri if has_scheme(uri) else Path(uri).resolve().as_uri()
 
 
 def mlflow_client(section: MlflowExportConfig):

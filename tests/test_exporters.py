@@ -21,8 +21,18 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline import exporters, store
 from pipeline.cli import main
-from pipeline.config import (ChunkingConfig, Config, ConfigError, ExportConfig, MlflowExportConfig,
-                             PrometheusExportConfig, RetrievalConfig, SourceConfig, WhylogsExportConfig, load_config)
+from pipeline.config import (
+    ChunkingConfig,
+    Config,
+    ConfigError,
+    ExportConfig,
+    MlflowExportConfig,
+    PrometheusExportConfig,
+    RetrievalConfig,
+    SourceConfig,
+    WhylogsExportConfig,
+    load_config,
+)
 from pipeline.exporters import History, mlflow_client, read_profile, step_of
 from pipeline.job import backfill, run_day
 
