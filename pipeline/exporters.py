@@ -125,14 +125,19 @@ def export(config: Config, days: Sequence[date], *, pending: dict | None = None,
     and the run goes on. `pending` is the runs.csv row being written; `corpus` the open corpus (whylogs)."""
     if not enabled(config):
         return []
-    history = History.read(config.data_dir, pending)
-    known = set(history.dates())
-    days = sorted(d for d in set(days) if d in known)
+    history: History | Exception
+    try:
+        history = History.read(config.data_dir, pending)
+        days = sorted(d for d in set(days) if d in set(history.dates()))
+    except Exception as exc:  # noqa: BLE001 (every exporter then fails with it, the run does not)
+        history = exc
     outcomes = []
     for name in enabled(config):
         section = getattr(config.export, name)
         where = _where(config, name)
         try:
+            if isinstance(history, Exception):
+                raise history
             if name == "mlflow":
                 export_mlflow(section, history, days)
             elif name == "prometheus":
