@@ -23,7 +23,6 @@ from pipeline import store
 from pipeline.alerts import ALERT, WARNING
 from pipeline.config import Config, MlflowExportConfig, PrometheusExportConfig, WhylogsExportConfig, has_scheme
 from pipeline.corpus import Corpus, text_hash
-from pipeline.errors import DriftwatchError
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +39,12 @@ _TELEMETRY_OFF = {"MLFLOW_DISABLE_TELEMETRY": "true", "WHYLOGS_NO_ANALYTICS": "T
 # The runs.csv columns published as numbers (MLflow `run.<column>`, Prometheus gauges below).
 RUN_NUMBERS = ("docs_total", "docs_new", "docs_updated", "docs_deleted", "chunks_total", "chunks_embedded",
                "feeds_ok", "feeds_failed", "seconds")
-SENTINEL = "run.docs_total"
-MAX_MESSAGE = 400  # characters of an exporter's error kept in runs.csv's events (client errors run long)  # an MLflow key every exported date has: its steps are the dates logged
+SENTINEL = "run.docs_total"  # an MLflow key every exported date has: its steps are the dates logged
+MAX_MESSAGE = 400  # characters of an exporter's error kept in runs.csv's events (client errors run long)
 
 
-class ExportError(DriftwatchError):
-    """An exporter that could not publish (the message names the URI or path)."""
+class ExportError(Exception):
+    """An exporter that could not publish; `export` reports it (never raised to the caller: not bad input)."""
 
 
 @dataclass(frozen=True)
@@ -192,7 +191,7 @@ def within(seconds: float, what: str, work: Callable[[], object]) -> object:
     worker.start()
     worker.join(seconds)
     if worker.is_alive():
-        raise ExportError(f"{what}: no answer within the deadline of {seconds:g} s")
+        raise ExportError(f"{what} gave no answer within the deadline of {seconds:g} s")
     if "error" in result:
         raise result["error"]
     return result.get("value")
@@ -281,7 +280,7 @@ def export_mlflow(section: MlflowExportConfig, history: History, days: Sequence[
     """Log `days` to MLflow within the section's deadline (see `_sync_mlflow`)."""
     uri = tracking_uri(section)
     with _mlflow_settings(uri, section.timeout):
-        within(section.timeout, f"mlflow {section.tracking_uri}", lambda: _sync_mlflow(section, history, days))
+        within(section.timeout, "the tracking server", lambda: _sync_mlflow(section, history, days))
 
 
 def segments(history: History, days: Sequence[date]) -> dict[tuple[str, str], list[date]]:
