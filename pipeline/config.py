@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -218,6 +219,41 @@ class AlertsConfig:
 
 
 @dataclass(frozen=True)
+class MlflowExportConfig:
+    # A folder (relative to the config file; MLflow's file store) or a tracking server's http(s) URL, or any
+    # other URI the installed mlflow takes (sqlite:///..., databricks).
+    tracking_uri: str = "mlruns"
+    experiment: str = "driftwatch"
+    timeout: float = 30.0  # wall-clock seconds for one export (every request to the server within it)
+
+
+@dataclass(frozen=True)
+class PrometheusExportConfig:
+    path: Path  # the textfile node_exporter's textfile collector reads (a name ending in .prom)
+
+
+@dataclass(frozen=True)
+class WhylogsExportConfig:
+    # The day's new chunk embeddings are profiled through a fixed seeded random projection to this many
+    # columns (distances roughly kept, comparable from day to day); 0 profiles every dimension.
+    projection_dims: int = 16
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    """Where the series are published besides the CSV store; a section present turns its exporter on."""
+
+    mlflow: MlflowExportConfig | None = None
+    prometheus: PrometheusExportConfig | None = None
+    whylogs: WhylogsExportConfig | None = None
+
+
+# The package each exporter needs, and the pip extra that installs it.
+EXPORT_PACKAGES = {"mlflow": "mlflow", "prometheus": "prometheus_client", "whylogs": "whylogs"}
+MAX_PROJECTION_DIMS = 1024
+
+
+@dataclass(frozen=True)
 class Config:
     data_dir: Path
     gold: Path
@@ -232,6 +268,7 @@ class Config:
     drift: DriftConfig = field(default_factory=DriftConfig)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
     targets: tuple[TargetConfig, ...] = ()  # none: the builtin retrieval.pipelines, as before targets existed
+    export: ExportConfig = field(default_factory=ExportConfig)
     file: Path | None = None  # where it was read from (not a setting)
 
     def config_hash(self) -> str:
@@ -420,6 +457,7 @@ def _check(cfg: Config, src: str) -> None:
     if not 0 <= a.webhook_retries <= MAX_WEBHOOK_RETRIES:
         raise bad("alerts.webhook_retries", f"must be >= 0 and <= {MAX_WEBHOOK_RETRIES}")
     _check_targets(cfg, bad)
+    _check_exports(cfg.export, bad)
     names = [s.name for s in cfg.sources]
     for i, s in enumerate(cfg.sources):
         if not s.name.strip():
@@ -430,6 +468,42 @@ def _check(cfg: Config, src: str) -> None:
             raise bad(f"sources[{i}].url", f"only http(s) URLs are supported, got {s.url!r}")
         if names.count(s.name) > 1:
             raise bad(f"sources[{i}].name", f"duplicate source name {s.name!r}")
+
+
+def _check_exports(export: ExportConfig, bad: Callable[[str, str], ConfigError]) -> None:
+    for name, package in EXPORT_PACKAGES.items():
+        if getattr(export, name) is not None and importlib.util.find_spec(package) is None:
+            raise bad(f"export.{name}", f"needs the {package} package, which is not installed: "
+                                        f"pip install 'driftwatch[{name}]'")
+    m = export.mlflow
+    if m is not None:
+        if not m.tracking_uri.strip():
+            raise bad("export.mlflow.tracking_uri", "must not be empty (a folder or a server URL)")
+        if not m.experiment.strip():
+            raise bad("export.mlflow.experiment", "must not be empty")
+        if not 0 < m.timeout <= MAX_TIMEOUT:
+            raise bad("export.mlflow.timeout", f"must be a number of seconds > 0 and <= {MAX_TIMEOUT:g}")
+    if export.prometheus is not None and export.prometheus.path.suffix != ".prom":
+        raise bad("export.prometheus.path", "must end in .prom (node_exporter's textfile collector reads only those)")
+    if export.whylogs is not None and not 0 <= export.whylogs.projection_dims <= MAX_PROJECTION_DIMS:
+        raise bad("export.whylogs.projection_dims", f"must be >= 0 and <= {MAX_PROJECTION_DIMS} (0: every dimension)")
+
+
+_URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def has_scheme(uri: str) -> bool:
+    """A URI with a scheme (http://, file:, sqlite:, databricks), not a path (nor a Windows drive letter)."""
+    return bool(_URI_SCHEME.match(uri)) and not re.match(r"[A-Za-z]:[\\/]", uri)
+
+
+def _tracking_uri(uri: str, base: Path) -> str:
+    """A tracking URI with a scheme stays as it is; a folder is relative to the config file, like every other
+    path."""
+    if has_scheme(uri):
+        return uri
+    path = Path(uri).expanduser()
+    return str(path if path.is_absolute() else base / path)
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -559,6 +633,9 @@ def load_config(path: Path | str | None = None, *, data_dir: Path | str | None =
         raise ConfigError(f"{path}: {exc}") from None
     cfg = cfg.replace(embedder=dataclasses.replace(cfg.embedder, model=_model_path(cfg.embedder.model, base)),
                       rerank=dataclasses.replace(cfg.rerank, model=_model_path(cfg.rerank.model, base)))
+    if cfg.export.mlflow is not None:
+        mlflow = dataclasses.replace(cfg.export.mlflow, tracking_uri=_tracking_uri(cfg.export.mlflow.tracking_uri, base))
+        cfg = cfg.replace(export=dataclasses.replace(cfg.export, mlflow=mlflow))
     override = data_dir or os.environ.get(ENV_DATA_DIR)
     if override:
         cfg = cfg.replace(data_dir=Path(override).expanduser().resolve())

@@ -12,7 +12,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 
 from pipeline import store
-from pipeline.config import Config, SourceConfig, TargetConfig, target_list
+from pipeline.config import Config, ExportConfig, SourceConfig, TargetConfig, target_list
 from pipeline.corpus import Corpus
 from pipeline.demo import clear_history
 from pipeline.errors import DriftwatchError
@@ -97,6 +97,7 @@ def evaluate_documents(config: Config, gold: Path, docs: Sequence[Path], k: int,
             corpus=replace(config.corpus, max_age_days=None),  # every document counts, however old
             drift=replace(config.drift, evidently=False, query_log=None),
             alerts=replace(config.alerts, webhook_url=None, floors={}, drop={}, metrics=()),
+            export=ExportConfig(),  # a gate's throwaway store is published nowhere
         )
         result = run_day(cfg, ALL_DATES, notify=False)
         with Corpus.in_dir(data_dir) as corpus:

@@ -22,6 +22,7 @@ from pipeline.config import Config, TargetConfig, builtin_pipelines, require_sou
 from pipeline.corpus import CORPUS_FILE, Corpus, StoredDocument
 from pipeline.corpus import check_file as check_corpus
 from pipeline.embeddings import Embedder, embed_cached, locate_model
+from pipeline.exporters import export, with_events
 from pipeline.gold import GoldQuestion, load_gold
 from pipeline.metrics import MEAN_NAMES, METRICS, evaluate
 from pipeline.retrieval import RERANKER, Ranking, Reranker, Retriever
@@ -373,7 +374,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
 
     Every target (the builtin pipelines, or the [[targets]]) is evaluated the same way; a target that fails
     is recorded in targets.csv (and alerted) and gets no metric rows that day, the others go on.
-    Order of writes: per_question, metrics, drift, signals, targets, alerts, then runs; a runs.csv row
+    Order of writes: per_question, metrics, drift, signals, targets, alerts, the [export.*] exporters (a failure
+    is noted in the row's events, never fatal; `seconds` stops before them), then runs; a runs.csv row
     therefore means the date's other rows are complete. Notification comes last and never fails the run.
     """
     started, t0 = _now(), time.perf_counter()
@@ -466,6 +468,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         store.replace_date(data_dir, store.ALERTS, run_date, alerts_frame(alerts))
         run["seconds"] = round(time.perf_counter() - t0, 3)
         run["finished_at"] = _now()
+        run["events"] = with_events(events, export(config, [run_date], pending=run, corpus=corpus))
         store.replace_date(data_dir, store.RUNS, run_date, [run])
     notified = None
     if notifying:  # this run's new alerts and any an earlier run could not deliver

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import __version__
-from pipeline.config import DEFAULT_CONFIG_FILE, Config, _toml_value
+from pipeline.config import DEFAULT_CONFIG_FILE, Config, MlflowExportConfig, WhylogsExportConfig, _toml_value
 from pipeline.errors import DriftwatchError
 
 STARTER_DATA_DIR = "data"
@@ -110,6 +110,11 @@ NOTES: dict[str, dict[str, str]] = {
         "webhook_timeout": "seconds for one webhook request",
         "webhook_retries": "retries of a failed webhook request",
     },
+    "export": {  # each an [export.NAME] table, shown inline; present: the exporter is on (README: Exports)
+        "mlflow": "MLflow runs (pip install 'driftwatch[mlflow]'); tracking_uri: a folder or a server URL",
+        "prometheus": "a Prometheus textfile for node_exporter (pip install 'driftwatch[prometheus]')",
+        "whylogs": "whylogs profiles in profiles/ of the data directory (pip install 'driftwatch[whylogs]')",
+    },
 }
 
 # What a commented-out key shows where its default is "none" (it cannot be written in TOML), or is computed.
@@ -120,6 +125,9 @@ EXAMPLES = {
     ("drift", "query_log"): "queries.jsonl",
     ("alerts", "reference_start"): "2026-01-01",
     ("alerts", "webhook_url"): "https://hooks.slack.com/services/...",
+    ("export", "mlflow"): dataclasses.asdict(MlflowExportConfig()),
+    ("export", "prometheus"): {"path": "/var/lib/node_exporter/textfile/driftwatch.prom"},
+    ("export", "whylogs"): dataclasses.asdict(WhylogsExportConfig()),
 }
 COMMENTED = {("fetch", "user_agent")}  # its default names the running version: an upgrade should bring the new one
 
