@@ -300,3 +300,24 @@ def test_answer_alerts_fire_on_a_drop_and_respect_trust():
     assert {(a.rule, a.metric) for a in fired} == {("drop", "faithfulness"), ("drop", "k_precision")}
     untrusted = answer_alerts("2026-11-08", days[-1], frame, config, {"faithfulness": False})
     assert {a.metric for a in untrusted} == {"k_precision"}  # an untrusted judge's metric cannot fire
+
+
+def test_eval_generation_gates_answers(e2e_config, tmp_path, capsys):
+    e2e = e2e_config.gold.parent
+    (tmp_path / "answers.jsonl").write_text("".join(json.dumps(line) + "\n" for line in LOGGED))
+    config = tmp_path / "monitor.toml"
+    config.write_text(f'data_dir = "{tmp_path / "unused"}"\ngold = "{e2e / "gold.jsonl"}"\n[retrieval]\npipelines = ["bm25"]\n'
+                      '[generation]\nmode = "logged"\nlogged = "answers.jsonl"\n')
+    base = ["eval", "--config", str(config), "--gold", str(e2e / "gold.jsonl"), "--docs", str(e2e / "feeds"),
+            "--pipeline", "bm25"]
+    # K-precision over the four logged answers: mean of each answer's share (the refusals' words are not in context)
+    out = tmp_path / "report.json"
+    assert main([*base, "--generation", "--min-k-precision", "0.01", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    value = report["answers"]["pipelines"]["logged"]["means"]["heuristic:k_precision"]
+    assert 0.01 < value < 0.99
+    assert main([*base, "--generation", "--min-k-precision", "0.99"]) == 1
+    assert "k_precision of logged answers is" in capsys.readouterr().out
+    # the judged metric without a trusted judge is noted, not failed; without --generation nothing is answered
+    assert main([*base, "--min-faithfulness", "0.5"]) == 1
+    assert "run eval --generation" in capsys.readouterr().out
