@@ -534,13 +534,16 @@ def _cell(value: float | int | bool | None) -> float | int | str:
 
 def per_answer_row(day: str, s: Scored) -> dict:
     j, h = s.judgement, s.heuristic
+    # the claim counts are known once the answer was split (scored, or undetermined for want of claims)
+    split = s.judged and j.state in (SCORED, undetermined(NO_CLAIMS), undetermined(NO_DETERMINABLE),
+                                     undetermined(REFUSAL))
     return {
         "run_date": day, "pipeline": s.record.pipeline, "question_id": s.record.question_id,
         "gold_in_context": _cell(h["gold_in_context"]), "faithfulness": _cell(j.faithfulness),
         "faithfulness_state": j.state if s.judged else NOT_JUDGED,
-        "n_claims": len(j.claims) if j.claims else ("" if not s.judged else 0),
-        "n_supported": _cell(sum(c.verdict == SUPPORTED for c in j.claims) if s.judged else None),
-        "n_contradicted": _cell(sum(c.verdict == CONTRADICTED for c in j.claims) if s.judged else None),
+        "n_claims": _cell(len(j.claims) if split else None),
+        "n_supported": _cell(sum(c.verdict == SUPPORTED for c in j.claims) if split else None),
+        "n_contradicted": _cell(sum(c.verdict == CONTRADICTED for c in j.claims) if split else None),
         "answer_relevance": _cell(j.answer_relevance), "reverse_relevance": _cell(j.reverse_relevance),
         "noncommittal": _cell(j.noncommittal), "k_precision": _cell(h["k_precision"]),
         "unsupported": store.join_ids(h["unsupported"]), "citations_invalid": store.join_ids(h["citations_invalid"]),
