@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.answers import (CONTRADICTED, NO_CLAIMS, NO_DETERMINABLE, REFUSAL, SCORED, SUPPORTED, UNDETERMINED,
-                              UNPARSEABLE, UNREACHABLE, VERDICTS, AnswerRecord, Claim, Judgement, undetermined)
+from pipeline.answers import (CONTRADICTED, NO_CLAIMS, NO_DETERMINABLE, REFUSAL, SCORED, SUPPORTED, UNPARSEABLE,
+                              UNREACHABLE, VERDICTS, AnswerRecord, Claim, Judgement, undetermined)
 from pipeline.config import GenerationConfig
 from pipeline.errors import DriftwatchError
 

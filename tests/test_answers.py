@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 from datetime import date
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
