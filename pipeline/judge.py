@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.answers import (CONTRADICTED, NO_CLAIMS, NO_DETERMINABLE, REFUSAL, SCORED, SUPPORTED, UNPARSEABLE,
-                              UNREACHABLE, VERDICTS, AnswerRecord, Claim, Judgement, undetermined)
+from pipeline.answers import (CONTRADICTED, NO_CLAIMS, NO_DETERMINABLE, NOT_JUDGED, REFUSAL, SCORED, SUPPORTED,
+                              UNPARSEABLE, UNREACHABLE, VERDICTS, AnswerRecord, Claim, Judgement, undetermined)
 from pipeline.config import GenerationConfig
 from pipeline.errors import DriftwatchError
 
@@ -431,7 +431,7 @@ def judge_records(client: Client, model: str, records: Sequence[AnswerRecord],
     calls_before, cached_before = client.budget.calls, client.cached
     with ThreadPoolExecutor(max_workers=client.config.concurrency) as pool:
         judgements = with_reverse_relevance(records, list(pool.map(one, records)), encode)
-    not_judged = sum(j.state == "not_judged" for j in judgements)
+    not_judged = sum(j.state == NOT_JUDGED for j in judgements)
     return JudgeRun(judgements, client.budget.calls - calls_before, client.cached - cached_before, not_judged,
                     client.failures)
 
