@@ -479,7 +479,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         store.replace_date(data_dir, store.ALERTS, run_date, alerts_frame(alerts))
         run["seconds"] = round(time.perf_counter() - t0, 3)
         run["finished_at"] = _now()
-        run["events"] = with_events(events, export(config, [run_date], pending=run, corpus=corpus))
+        run["events"] = with_events(run["events"], export(config, [run_date], pending=run, corpus=corpus))
         store.replace_date(data_dir, store.RUNS, run_date, [run])
     notified = None
     if notifying:  # this run's new alerts and any an earlier run could not deliver

@@ -16,7 +16,7 @@ from werkzeug import Request, Response
 from bench._fake_llm import completion, scripted_reply
 from pipeline import answers, judge, store
 from pipeline.answers import AnswerRecord, Context
-from pipeline.config import GenerationConfig
+from pipeline.config import ExportConfig, PrometheusExportConfig, GenerationConfig
 from pipeline.job import run_day
 
 TRAM = Context("e2e-tram", "The city council voted 31 to 12 to build a tram line to the airport. The 14 km line is "
@@ -129,7 +129,7 @@ def test_malformed_then_valid_is_scored(llm, tmp_path):
 
 def test_a_slow_server_is_cut_off_at_the_deadline(llm, tmp_path):
     def slow(n):
-        time.sleep(3)
+        time.sleep(5)
         return json.dumps({"refusal": False, "claims": []})
 
     llm.overrides[judge.CLAIMS_PROMPT] = slow
@@ -138,7 +138,7 @@ def test_a_slow_server_is_cut_off_at_the_deadline(llm, tmp_path):
     with pytest.raises(judge.Unreachable, match="deadline"):
         c.chat("fake-judge", judge.CLAIMS_PROMPT, "Answer: x", judge.parse_claims)
     elapsed = time.monotonic() - started
-    assert elapsed < 2.0  # two attempts of 0.5 s and a short backoff, not 2 x 3 s
+    assert elapsed < 4.5  # two attempts of 0.5 s and a short backoff (slack for a loaded machine), not 2 x 5 s
     assert c.budget.calls == 2
 
 
@@ -233,3 +233,18 @@ def test_an_unreachable_endpoint_never_stops_the_run(e2e_config, embedder, tmp_p
     faith = store.read(cfg.data_dir, store.GENERATION).query("metric == 'faithfulness'")
     assert list(faith["undetermined"]) == [1] and list(faith["n"]) == [1]
     assert "unreachable" in result.run["events"]
+
+
+def test_an_exporter_failure_keeps_the_answer_layers_events(e2e_config, embedder, tmp_path):
+    """Both notes reach runs.csv: the exporters' note was once written over the answer layer's."""
+    logged = tmp_path / "answers.jsonl"
+    logged.write_text(json.dumps({"question_id": "q2", "answer": "It costs 610 million crowns [e2e-tram].",
+                                  "contexts": [{"id": TRAM.id, "text": TRAM.text}]}) + "\n")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    cfg = _run_config(e2e_config, mode="logged", logged=logged, base_url="http://127.0.0.1:9/v1", model="m",
+                      timeout=1.0, retries=1)
+    cfg = cfg.replace(export=ExportConfig(prometheus=PrometheusExportConfig(path=blocker / "driftwatch.prom")))
+    run_day(cfg, date(2026, 11, 4), embedder=embedder, events="a note")
+    events = store.read_runs(cfg.data_dir)["events"].iloc[-1]
+    assert events.startswith("a note; ") and "unreachable" in events and "export prometheus failed" in events
