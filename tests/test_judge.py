@@ -16,7 +16,7 @@ from werkzeug import Request, Response
 from bench._fake_llm import completion, scripted_reply
 from pipeline import answers, judge, store
 from pipeline.answers import AnswerRecord, Context
-from pipeline.config import ExportConfig, PrometheusExportConfig, GenerationConfig
+from pipeline.config import ExportConfig, GenerationConfig, PrometheusExportConfig
 from pipeline.job import run_day
 
 TRAM = Context("e2e-tram", "The city council voted 31 to 12 to build a tram line to the airport. The 14 km line is "
