@@ -217,6 +217,49 @@ class AlertsConfig:
         return tuple(f"{m}@{k}" for m in DEFAULT_WATCHED)
 
 
+GENERATION_MODES = ("off", "logged", "generate")
+MAX_GENERATION_TOKENS = 100_000
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """The answer layer (pipeline/answers.py, pipeline/judge.py). Off by default: no endpoint is needed for
+    anything else. `logged` reads the team's own answers; `generate` answers every gold question from the top
+    `k` of `pipeline` with the chat endpoint at `base_url`."""
+
+    mode: str = "off"  # off | logged | generate
+    logged: Path | None = None  # logged answers: a JSONL file, or a folder of YYYY-MM-DD.jsonl files
+    labels: Path | None = None  # human labels (CSV) the judge and the heuristics are checked against
+    base_url: str | None = None  # an OpenAI-compatible endpoint, e.g. http://localhost:8000/v1
+    model: str | None = None  # the generator's model name at base_url
+    api_key_env: str | None = None  # NAME of the environment variable holding the API key (none: no key)
+    temperature: float = 0.0
+    max_tokens: int = 512  # per completion
+    pipeline: str | None = None  # generate: the target whose top-k is the context (default: the first target)
+    k: int = 5  # generate: documents in the context
+    judge: bool | None = None  # judge the answers with the LLM (default: when base_url is set)
+    judge_model: str | None = None  # default: model
+    timeout: float = 60.0  # wall-clock seconds per call, connect to last byte
+    retries: int = 2  # further attempts after a timeout, a connection error, 429 or 5xx
+    concurrency: int = 4  # calls in flight at once
+    max_calls: int = 2000  # per run; past it the rest is not_judged
+    max_tokens_per_run: int = 2_000_000  # prompt + completion tokens per run, as the server reports them
+    min_kappa: float = 0.6  # a judged metric below this agreement with humans cannot fire an alert or fail a gate
+    require_citations: bool | None = None  # flag answers citing no [doc id] (default: in generate mode)
+
+    @property
+    def judging(self) -> bool:
+        return self.base_url is not None if self.judge is None else self.judge
+
+    @property
+    def judge_name(self) -> str:
+        return self.judge_model or self.model or ""
+
+    @property
+    def citations_required(self) -> bool:
+        return self.mode == "generate" if self.require_citations is None else self.require_citations
+
+
 @dataclass(frozen=True)
 class Config:
     data_dir: Path
@@ -232,6 +275,7 @@ class Config:
     drift: DriftConfig = field(default_factory=DriftConfig)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
     targets: tuple[TargetConfig, ...] = ()  # none: the builtin retrieval.pipelines, as before targets existed
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
     file: Path | None = None  # where it was read from (not a setting)
 
     def config_hash(self) -> str:
@@ -420,6 +464,7 @@ def _check(cfg: Config, src: str) -> None:
     if not 0 <= a.webhook_retries <= MAX_WEBHOOK_RETRIES:
         raise bad("alerts.webhook_retries", f"must be >= 0 and <= {MAX_WEBHOOK_RETRIES}")
     _check_targets(cfg, bad)
+    _check_generation(cfg, bad)
     names = [s.name for s in cfg.sources]
     for i, s in enumerate(cfg.sources):
         if not s.name.strip():
@@ -506,6 +551,44 @@ def _check_targets(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
             raise bad(f"{key}.function", f"expected module:function, got {t.function!r}")
         if t.kind == "runs" and t.format not in RUN_FORMATS:
             raise bad(f"{key}.format", f"must be one of {', '.join(RUN_FORMATS)}, got {t.format!r}")
+
+
+def _check_generation(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
+    g = cfg.generation
+    if g.mode not in GENERATION_MODES:
+        raise bad("generation.mode", f"must be one of {', '.join(GENERATION_MODES)}, got {g.mode!r}")
+    if g.mode == "logged" and g.logged is None:
+        raise bad("generation.logged", "mode = \"logged\" needs the file (or folder) of logged answers")
+    if g.mode == "generate" and g.base_url is None:
+        raise bad("generation.base_url", "mode = \"generate\" needs an OpenAI-compatible endpoint")
+    if g.base_url is not None and not _is_http(g.base_url):
+        raise bad("generation.base_url", f"must be an http(s) URL, got {g.base_url!r}")
+    if g.base_url is not None and not (g.judge_model or g.model):
+        raise bad("generation.model", "name the model served at generation.base_url")
+    if g.judge and g.base_url is None:
+        raise bad("generation.judge", "the judge needs generation.base_url")
+    if g.api_key_env is not None and not _ENV_NAME.fullmatch(g.api_key_env):
+        raise bad("generation.api_key_env", "give the NAME of an environment variable holding the key "
+                                            "(secrets are never written in the config)")
+    if not 0 <= g.temperature <= 2:
+        raise bad("generation.temperature", "must be within [0, 2]")
+    if not 0 < g.max_tokens <= MAX_GENERATION_TOKENS:
+        raise bad("generation.max_tokens", f"must be > 0 and <= {MAX_GENERATION_TOKENS}")
+    if g.pipeline is not None and g.pipeline not in [t.name for t in target_list(cfg)]:
+        raise bad("generation.pipeline", f"no target {g.pipeline!r} (targets: "
+                                         f"{', '.join(t.name for t in target_list(cfg))})")
+    if not 1 <= g.k <= cfg.retrieval.candidate_depth:
+        raise bad("generation.k", f"must be >= 1 and <= retrieval.candidate_depth ({cfg.retrieval.candidate_depth})")
+    if not 0 < g.timeout <= MAX_TIMEOUT:
+        raise bad("generation.timeout", f"must be a number of seconds > 0 and <= {MAX_TIMEOUT:g}")
+    if not 0 <= g.retries <= MAX_TARGET_RETRIES:
+        raise bad("generation.retries", f"must be >= 0 and <= {MAX_TARGET_RETRIES}")
+    if not 1 <= g.concurrency <= MAX_CONCURRENCY:
+        raise bad("generation.concurrency", f"must be >= 1 and <= {MAX_CONCURRENCY}")
+    if g.max_calls < 0 or g.max_tokens_per_run < 0:
+        raise bad("generation.max_calls", "max_calls and max_tokens_per_run must be >= 0")
+    if not -1 <= g.min_kappa <= 1:
+        raise bad("generation.min_kappa", "Cohen's kappa lies within [-1, 1]")
 
 
 def target_list(cfg: Config) -> tuple[TargetConfig, ...]:
