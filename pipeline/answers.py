@@ -7,6 +7,7 @@ import csv
 import json
 import logging
 import math
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -14,6 +15,7 @@ from datetime import date
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from pipeline import store
 from pipeline.agreement import agreement
@@ -540,7 +542,7 @@ def per_answer_row(day: str, s: Scored) -> dict:
 
 def full_record(day: str, s: Scored) -> dict:
     """The answers/DATE.jsonl object: the record's text, contexts, claims and every per-answer score."""
-    row = per_answer_row(day, s)
+    row = {k: (None if v == "" and k not in ("layer",) else v) for k, v in per_answer_row(day, s).items()}
     row["unsupported"], row["citations_invalid"] = s.heuristic["unsupported"], s.heuristic["citations_invalid"]
     return {
         **{k: v for k, v in row.items() if k not in ("run_date", "pipeline", "question_id")},
@@ -719,27 +721,146 @@ def record_dates(data_dir: Path) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.jsonl") if _dated_file(p) is not None) if folder.is_dir() else []
 
 
-def trusted_metrics(agreement_frame, judge_name: str) -> dict[str, tuple[bool, str]]:
+def trusted_metrics(agreement_frame: pd.DataFrame, judge_name: str) -> dict[str, tuple[bool, str]]:
     """Per judged metric (faithfulness, answer_relevance): whether the judge `judge_name` may fire an alert or
     fail a gate, and why: its latest answer-level kappa against the labels must reach min_kappa (`trusted`).
     Without labels the judge is not trusted: its verdicts were never checked against people."""
     out = {}
     for metric in JUDGED_WATCHED:
         rows = agreement_frame[(agreement_frame["metric"] == metric) & (agreement_frame["judge"] == judge_name)
-                               & (agreement_frame["level"] == "answer")] if len(agreement_frame) else agreement_frame
-        if rows is None or len(rows) == 0:
+                               & (agreement_frame["level"] == "answer")]
+        if rows.empty:
             out[metric] = (False, f"{metric} by {judge_name or 'the judge'} has no human labels to agree with: "
                                   "recorded, but it cannot fire an alert or fail a gate")
             continue
-        latest = rows.sort_values("run_date").iloc[-1]
-        kappa = float(latest["kappa"])
+        latest = rows.sort_values(store.RUN_DATE, kind="stable").iloc[-1]
         ok = bool(latest["trusted"] == 1)
-        day = str(latest["run_date"])[:10]
-        out[metric] = (ok, f"{metric} by {judge_name}: kappa {kappa:.2f} against the labels of {day} is "
-                           f"{'at least' if ok else 'below'} generation.min_kappa"
+        day = pd.Timestamp(latest[store.RUN_DATE]).strftime("%Y-%m-%d")
+        out[metric] = (ok, f"{metric} by {judge_name}: kappa {float(latest['kappa']):.2f} against the labels of "
+                           f"{day} is {'at least' if ok else 'below'} generation.min_kappa"
                            + ("" if ok else ": recorded, but it cannot fire an alert or fail a gate"))
     return out
 
 
+def alert_inputs(config) -> tuple:
+    """(per_answer, trusted) for the alert rules: the stored per-answer series and, per judged metric, whether
+    its judge's latest kappa reaches generation.min_kappa; (None, None) when the answer layer is off."""
+    if config.generation.mode == "off":
+        return None, None
+    trust = trusted_metrics(store.read(config.data_dir, store.AGREEMENT), config.generation.judge_name)
+    return store.read(config.data_dir, store.PER_ANSWER), {m: ok for m, (ok, _) in trust.items()}
+
+
 def replace_judgement(s: Scored, judgement: Judgement) -> Scored:
     return replace(s, judgement=judgement, judged=True)
+
+
+# --- one run ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnswerRun:
+    """One run date's answer layer: the rows of its three CSVs, its answers/ objects and what to note."""
+
+    generation: list[dict]
+    per_answer: list[dict]
+    agreement: list[dict]
+    records: list[dict]
+    events: list[str]
+
+
+def check_inputs(config, gold: Sequence[GoldQuestion]) -> None:
+    """Everything the answer layer reads, validated before a run writes: the logged answers, the labels, the
+    API key variable. Raises AnswersError or JudgeError."""
+    g = config.generation
+    if g.mode == "off":
+        return
+    if g.mode == "logged":
+        check_logged(g.logged, gold)
+    if g.labels is not None:
+        read_labels(g.labels)
+    if g.api_key_env and (g.mode == "generate" or g.judging) and not os.environ.get(g.api_key_env):
+        from pipeline.judge import JudgeError
+
+        raise JudgeError(f"generation.api_key_env: the environment variable {g.api_key_env} is not set")
+
+
+def _contexts_of(ranking, documents: Mapping[str, str], k: int) -> tuple[Context, ...]:
+    texts = list(ranking.texts) + [None] * (len(ranking.doc_ids) - len(ranking.texts))
+    return tuple(Context(d, t if t else documents.get(d, "")) for d, t in list(zip(ranking.doc_ids, texts))[:k])
+
+
+def run_answers(config, run_date: date, gold: Sequence[GoldQuestion], rankings: Mapping[str, Sequence],
+                documents: Mapping[str, str], encode: Callable[[Sequence[str]], np.ndarray]) -> AnswerRun | None:
+    """The answer layer of one run: the records (logged, or generated from the top k of generation.pipeline's
+    `rankings`, with `documents` giving each doc id's text), the heuristics, the judge when configured, the
+    labels' agreement. None when generation.mode is off. An endpoint that fails never stops it: the records
+    it could not judge are undetermined:unreachable or not_judged, and `events` says so."""
+    g = config.generation
+    if g.mode == "off":
+        return None
+    day = run_date.isoformat()
+    events: list[str] = []
+    client = None
+    try:
+        if g.base_url is not None and (g.mode == "generate" or g.judging):
+            from pipeline.judge import Client
+
+            client = Client(g, config.data_dir)
+        if g.mode == "logged":
+            records = read_logged(g.logged, gold, run_date)
+        else:
+            records = _generate(config, client, gold, rankings, documents, events)
+        scored = score_records(records, gold, g.citations_required, encode)
+        if g.judging and client is not None and scored:
+            from pipeline.judge import judge_records
+
+            done = judge_records(client, g.judge_name, [s.record for s in scored], encode)
+            scored = [replace_judgement(s, j) for s, j in zip(scored, done.judgements)]
+            events.append(done.summary(g.judge_name))
+            if done.not_judged or done.unreachable:
+                log.warning("%s: %s", day, events[-1])
+    finally:
+        if client is not None:
+            client.close()
+    labels = read_labels(g.labels) if g.labels is not None else []
+    agreement_rows_ = agreement_rows(day, scored, labels, g.judge_name, g.min_kappa,
+                                     str(g.labels) if g.labels is not None else "")
+    if g.judging:
+        history = store.read(config.data_dir, store.AGREEMENT)
+        history = history[store.as_days(history[store.RUN_DATE]) < pd.Timestamp(run_date)]
+        today = pd.DataFrame(agreement_rows_, columns=store.AGREEMENT_COLUMNS).astype({"run_date": "datetime64[ns]"})
+        trust = trusted_metrics(pd.concat([history, today], ignore_index=True), g.judge_name)
+        events += [why for ok, why in trust.values() if not ok]
+    return AnswerRun(generation_rows(day, scored), [per_answer_row(day, s) for s in scored], agreement_rows_,
+                     [full_record(day, s) for s in scored], events)
+
+
+def _generate(config, client, gold: Sequence[GoldQuestion], rankings: Mapping[str, Sequence],
+              documents: Mapping[str, str], events: list[str]) -> list[AnswerRecord]:
+    from pipeline.config import target_list
+    from pipeline.judge import context_block, generate_answers
+
+    g = config.generation
+    pipeline = g.pipeline or target_list(config)[0].name
+    ranked = rankings.get(pipeline)
+    if ranked is None:
+        events.append(f"answers: target {pipeline} returned no rankings; nothing generated")
+        return []
+    drafts = [AnswerRecord(q.id, q.question, "", _contexts_of(r, documents, g.k), pipeline)
+              for q, r in zip(gold, ranked)]
+    answers = generate_answers(client, [(d.question_id, d.question) for d in drafts],
+                               [context_block(d) for d in drafts])
+    failed = sum(a is None for a in answers)
+    if failed:
+        events.append(f"answers: {failed} of {len(drafts)} could not be generated ({g.base_url})")
+    return [replace(d, answer=a) for d, a in zip(drafts, answers) if a is not None]
+
+
+def write_run(data_dir: Path, run_date: date, run: AnswerRun) -> None:
+    """The run's answer files: answers/DATE.jsonl, then generation.csv, per_answer.csv and agreement.csv."""
+    day = run_date.isoformat()
+    write_records(data_dir, day, run.records)
+    store.replace_date(data_dir, store.PER_ANSWER, day, run.per_answer)
+    store.replace_date(data_dir, store.GENERATION, day, run.generation)
+    store.replace_date(data_dir, store.AGREEMENT, day, run.agreement)
