@@ -202,9 +202,8 @@ def agreement_table(agreement: pd.DataFrame, day: date | None = None) -> pd.Data
 def confusion(row: Mapping) -> pd.DataFrame:
     """An agreement row's 2x2 confusion matrix: rows the human's verdict, columns the judge's (or the
     heuristic's); "flagged" is the failure (unfaithful, irrelevant, refusal, not supported)."""
-    return pd.DataFrame({"judge: flagged": [int(row["tp"]), int(row["fp"])],
-                         "judge: passed": [int(row["fn"]), int(row["tn"])]},
-                        index=pd.Index(["human: flagged", "human: passed"], name="human"))
+    return pd.DataFrame({"human": ["flagged", "passed"], "judge: flagged": [int(row["tp"]), int(row["fp"])],
+                         "judge: passed": [int(row["fn"]), int(row["tn"])]})
 
 
 def trust_notes(table: pd.DataFrame, min_kappa: float) -> list[str]:
