@@ -237,3 +237,19 @@ def test_an_empty_data_directory_gets_the_apps_empty_state(tmp_path, open_page):
     at = open_page(tmp_path / "empty")
     assert [t.value for t in at.title] == ["driftwatch"]
     assert "No history" in literal(at.info[0].value)
+
+
+def test_the_bundled_contexts_are_the_demos_real_hybrid_top5(answered):
+    """data/demo/answers/build.py retrieves the contexts again from the history and finds the committed ones."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("answers_build", ROOT / "data/demo/answers/build.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    fresh = build.contexts(answered, dates=(FIRST, AFTER_DRIFT))
+    committed = [json.loads(line) for line in (ROOT / "data/demo/answers/answers.jsonl").open(encoding="utf-8")]
+    for record in committed:
+        if record["run_date"] in (FIRST, AFTER_DRIFT):
+            assert record["contexts"] == fresh[record["run_date"], record["question_id"]], record["question_id"]
+    # and its plan of hand-written answers gives the committed records, in order
+    assert build.records({(r["run_date"], r["question_id"]): r["contexts"] for r in committed}) == committed
