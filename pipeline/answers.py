@@ -98,6 +98,7 @@ class Judgement:
     reverse_relevance: float | None = None
     noncommittal: bool | None = None
     relevance_reason: str = ""
+    reverse_questions: tuple[str, ...] = ()  # the questions the judge wrote for the answer
 
     @property
     def faithfulness(self) -> float | None:
@@ -550,7 +551,7 @@ def full_record(day: str, s: Scored) -> dict:
         "question": s.record.question, "answer": s.record.answer,
         "contexts": [asdict(c) for c in s.record.contexts], "reference": s.record.reference,
         "claims": [asdict(c) for c in s.judgement.claims], "citations": s.heuristic["citations"],
-        "relevance_reason": s.judgement.relevance_reason,
+        "relevance_reason": s.judgement.relevance_reason, "reverse_questions": list(s.judgement.reverse_questions),
         "heuristic_layer": s.heuristic_layer, "judge_layer": s.judge_layer if s.judged else "",
     }
 

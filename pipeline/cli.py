@@ -99,6 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--baseline", default=None, help="a report from an earlier eval (e.g. of the main branch)")
     gate.add_argument("--baseline-optional", action="store_true",
                       help="a missing --baseline file skips the drop check instead of exiting 2 (a first run)")
+    gate.add_argument("--generation", action="store_true",
+                      help="also run the answer layer of [generation] (logged or generated answers, the judge); "
+                           "for a schedule or on demand, not every pull request")
+    gate.add_argument("--min-faithfulness", type=float, default=None,
+                      help="minimum judged faithfulness of the answers (with --generation; only a trusted judge gates)")
+    gate.add_argument("--min-answer-relevance", type=float, default=None,
+                      help="minimum judged answer relevance (with --generation; only a trusted judge gates)")
+    gate.add_argument("--min-k-precision", type=float, default=None,
+                      help="minimum K-precision of the answers (with --generation; the offline heuristic)")
     gate.add_argument("--out", default=None, help="where to write this run's JSON report")
     gate.add_argument("--work-dir", default=None,
                       help="keep the embedding cache here between runs (each run scores only its --docs)")
@@ -295,10 +304,12 @@ def _eval(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     report = evaluate_documents(_base_config(args.config), Path(args.gold), [Path(d) for d in args.docs], args.k,
                                 Path(args.work_dir) if args.work_dir else None, targets=args.target,
-                                run_date=args.date)
+                                run_date=args.date, generation=args.generation)
     print(table(report, baseline))
+    minimums = {m: v for m, v in (("faithfulness", args.min_faithfulness), ("answer_relevance", args.min_answer_relevance),
+                                  ("k_precision", args.min_k_precision)) if v is not None}
     verdict = judge(report, min_recall=args.min_recall_at_k, max_drop=args.max_drop, baseline=baseline,
-                    pipelines=args.pipeline or args.target)
+                    pipelines=args.pipeline or args.target, answer_minimums=minimums)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -345,6 +345,27 @@ def judge_record(client: Client, model: str, record: AnswerRecord,
                  encode: Callable[[Sequence[str]], np.ndarray]) -> Judgement:
     """Claims and verdicts (faithfulness), judged relevance and the reverse-question relevance of one record.
     A failing part leaves its own scores undetermined; BudgetExhausted propagates (the record is not judged)."""
+    return with_reverse_relevance([record], [_judge_calls(client, model, record)], encode)[0]
+
+
+def with_reverse_relevance(records: Sequence[AnswerRecord], judgements: Sequence[Judgement],
+                           encode: Callable[[Sequence[str]], np.ndarray]) -> list[Judgement]:
+    """The reverse-question relevance: the mean cosine of the judge's questions with the real one (0 for a
+    noncommittal answer), encoded in one batch in the calling thread (the embedding cache is not thread-safe)."""
+    todo = [i for i, j in enumerate(judgements) if j.reverse_questions and not j.noncommittal]
+    texts = [t for i in todo for t in (records[i].question, *judgements[i].reverse_questions)]
+    vectors = encode(texts) if texts else np.zeros((0, 0))
+    out, at = list(judgements), 0
+    for i in todo:
+        n = len(judgements[i].reverse_questions)
+        block = vectors[at:at + n + 1]
+        out[i] = replace(judgements[i], reverse_relevance=float(np.mean(block[1:] @ block[0])))
+        at += n + 1
+    return out
+
+
+def _judge_calls(client: Client, model: str, record: AnswerRecord) -> Judgement:
+    """Every judge call of one record (the reverse questions asked, not yet compared with the question)."""
     state, claims, refusal = SCORED, (), None
     try:
         refusal, texts = client.chat(model, CLAIMS_PROMPT, claims_user(record), parse_claims)
@@ -365,7 +386,7 @@ def judge_record(client: Client, model: str, record: AnswerRecord,
         log.warning("faithfulness of %s: %s", record.question_id, error)
         state = _state_of(error)
     relevance = reverse = noncommittal = None
-    reason = ""
+    reason, asked = "", ()
     try:
         relevance, reason = client.chat(model, RELEVANCE_PROMPT, relevance_user(record), parse_relevance)
     except (Unparseable, Unreachable) as error:
@@ -375,11 +396,10 @@ def judge_record(client: Client, model: str, record: AnswerRecord,
         if noncommittal or not questions:
             reverse = 0.0
         else:
-            vectors = encode([record.question, *questions])
-            reverse = float(np.mean(vectors[1:] @ vectors[0]))
+            asked = tuple(questions)
     except (Unparseable, Unreachable) as error:
         log.warning("reverse-question relevance of %s: %s", record.question_id, error)
-    return Judgement(state, claims, refusal, relevance, reverse, noncommittal, reason)
+    return Judgement(state, claims, refusal, relevance, reverse, noncommittal, reason, asked)
 
 
 @dataclass(frozen=True)
@@ -404,13 +424,13 @@ def judge_records(client: Client, model: str, records: Sequence[AnswerRecord],
     """Every record judged, `concurrency` at a time; once the budget is spent the rest are not_judged."""
     def one(record: AnswerRecord) -> Judgement:
         try:
-            return judge_record(client, model, record, encode)
+            return _judge_calls(client, model, record)
         except BudgetExhausted:
             return Judgement()
 
     calls_before = client.budget.calls
     with ThreadPoolExecutor(max_workers=client.config.concurrency) as pool:
-        judgements = list(pool.map(one, records))
+        judgements = with_reverse_relevance(records, list(pool.map(one, records)), encode)
     not_judged = sum(j.state == "not_judged" for j in judgements)
     return JudgeRun(judgements, client.budget.calls - calls_before, client.cached, not_judged, client.failures)
 
