@@ -107,6 +107,10 @@ if view.unsupported:
 if view.citations_invalid:
     st.warning(views.escape_markdown("Cited ids that are not in the context: " + ", ".join(view.citations_invalid)),
                icon=":material/link_off:")
+if view.relevance_reason:
+    st.caption(views.escape_markdown(f"Judge on relevance: {view.relevance_reason}"))
+if view.reverse_questions:
+    st.caption(views.escape_markdown("Questions the judge wrote for this answer: " + " / ".join(view.reverse_questions)))
 for metric, label in view.human.items():
     st.caption(views.escape_markdown(f"Human label, {metric}: {label}"))
 ui.table(answers_views.scores_table(view), "answers_scores")

@@ -17,7 +17,7 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from pipeline import answers, store, views
-from pipeline.config import Config
+from pipeline.config import Config, GenerationConfig
 from pipeline.demo import LABELS_FILE, build_demo
 from pipeline.job import run_day
 from pipeline.views import answers as answers_views
@@ -253,3 +253,35 @@ def test_the_bundled_contexts_are_the_demos_real_hybrid_top5(answered):
             assert record["contexts"] == fresh[record["run_date"], record["question_id"]], record["question_id"]
     # and its plan of hand-written answers gives the committed records, in order
     assert build.records({(r["run_date"], r["question_id"]): r["contexts"] for r in committed}) == committed
+
+
+def test_with_a_judge_at_a_fake_endpoint_the_page_shows_its_scores_claims_and_agreement(tmp_path, httpserver,
+                                                                                         open_page):
+    from werkzeug import Response
+
+    from bench._fake_llm import completion, scripted_reply
+
+    httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(
+        lambda request: Response(json.dumps(completion(scripted_reply(json.loads(request.data)))),
+                                 content_type="application/json"))
+    judged = GenerationConfig(base_url=httpserver.url_for("/v1"), model="fake-judge", timeout=5.0)
+    data_dir = tmp_path / "store"
+    build_demo(Config(data_dir=Path(), gold=Path(), generation=judged), data_dir, days=1)
+    generation = store.read(data_dir, store.GENERATION)
+    faithfulness = generation[(generation["source"] == "judge") & (generation["metric"] == "faithfulness")]
+    assert len(faithfulness) == 1
+    at = open_page(data_dir)
+    assert traces(at, "answers_generation_chart")["faithfulness (judge)"][1] == pytest.approx(
+        faithfulness["value"].tolist())
+    at = pick(at, FIRST, "q50")  # 34 calls for 43: the fake judge contradicts a claim whose figure is not the context's
+    record = next(r for r in answers.read_records(data_dir, FIRST) if r["question_id"] == "q50")
+    assert any(c.value == "Claims by the judge, worst verdict first" for c in at.caption)
+    assert [literal(e.value) for e in at.error] == [f"contradicted: {c['claim']} ({c['reason']})"
+                                                     for c in record["claims"] if c["verdict"] == "contradicted"]
+    assert at.error and any(literal(c.value).startswith("Judge on relevance: ") for c in at.caption)
+    agreement = table(at, "answers_agreement")
+    assert {"heuristic", "fake-judge"} <= set(agreement["judge"])
+    untrusted = agreement[(agreement["judge"] == "fake-judge") & (agreement["trusted"] == 0)]
+    notes = [literal(w.value) for w in at.warning]
+    assert all(any(n.startswith(f"{r.metric} by fake-judge ({r.level} level") and n.endswith(
+        "recorded, cannot alert or fail the gate.") for n in notes) for r in untrusted.itertuples())

@@ -147,6 +147,8 @@ class AnswerView:
     citations_invalid: tuple[str, ...]
     scores: dict  # the per-answer scores and states, for a small table
     human: dict[str, str]  # metric -> the human's answer-level label (with its note)
+    relevance_reason: str = ""  # the judge's one line on answer relevance
+    reverse_questions: tuple[str, ...] = ()  # the questions the judge wrote for the answer
 
 
 SCORE_KEYS = ("layer", "faithfulness_state", "faithfulness", "answer_relevance", "reverse_relevance", "noncommittal",
@@ -176,7 +178,8 @@ def answer_view(record: Mapping, gold: Iterable[str] = (), labels: Sequence[Labe
     human = {lab.metric: lab.label + (f" ({lab.note})" if lab.note else "") for lab in mine if not lab.claim}
     return AnswerView(qid, record.get("question") or "", record.get("answer") or "", contexts, claims, by,
                       tuple(record.get("unsupported") or ()), tuple(record.get("citations_invalid") or ()),
-                      {k: record.get(k) for k in SCORE_KEYS if k in record}, human)
+                      {k: record.get(k) for k in SCORE_KEYS if k in record}, human,
+                      record.get("relevance_reason") or "", tuple(record.get("reverse_questions") or ()))
 
 
 def scores_table(view: AnswerView) -> pd.DataFrame:
