@@ -141,11 +141,11 @@ def test_the_agreement_table_keeps_the_latest_row_per_metric_judge_and_level(tmp
         ["faithfulness", "heuristic", "answer"], ["faithfulness", "m", "answer"], ["faithfulness", "m", "claim"],
         ["refusal", "m", "answer"]]
     assert answers_views.trust_notes(latest, 0.6) == [
-        "faithfulness by heuristic (answer level, 10 labels): kappa 0.50 is below generation.min_kappa (0.6); "
-        "read the heuristic's values as hints, not verdicts.",
-        "faithfulness by m (answer level, 10 labels): kappa 0.40 is below generation.min_kappa (0.6): recorded, "
-        "cannot alert or fail the gate.",
-        "faithfulness by m (claim level, 10 labels): kappa undefined (one label only) is below "
-        "generation.min_kappa (0.6): recorded, cannot alert or fail the gate."]
+        ("faithfulness by heuristic (answer level, 10 labels): kappa 0.50 is below generation.min_kappa (0.6); "
+         "read the heuristic's values as hints, not verdicts."),
+        ("faithfulness by m (answer level, 10 labels): kappa 0.40 is below generation.min_kappa (0.6): recorded, "
+         "cannot alert or fail the gate."),
+        ("faithfulness by m (claim level, 10 labels): kappa undefined (one label only) is below "
+         "generation.min_kappa (0.6): recorded, cannot alert or fail the gate.")]
     matrix = answers_views.confusion(latest.iloc[0])
     assert matrix.values.tolist() == [["flagged", 3, 2], ["passed", 1, 4]]  # rows human, columns the heuristic

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pipeline import answers, store
 from pipeline.config import Config, GenerationConfig, RetrievalConfig
-from pipeline.demo import ANSWERS_FILE, GOLD_FILE, LABELS_FILE, build_demo, demo_date, FIRST_RUN_DAY
+from pipeline.demo import ANSWERS_FILE, FIRST_RUN_DAY, GOLD_FILE, LABELS_FILE, build_demo, demo_date
 from pipeline.gold import load_gold
 
 RECORDS = [json.loads(line) for line in ANSWERS_FILE.open(encoding="utf-8")]
