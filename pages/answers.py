@@ -110,7 +110,8 @@ if view.citations_invalid:
 if view.relevance_reason:
     st.caption(views.escape_markdown(f"Judge on relevance: {view.relevance_reason}"))
 if view.reverse_questions:
-    st.caption(views.escape_markdown("Questions the judge wrote for this answer: " + " / ".join(view.reverse_questions)))
+    st.caption(views.escape_markdown("Questions the judge wrote for this answer: "
+                                     + " / ".join(view.reverse_questions)))
 for metric, label in view.human.items():
     st.caption(views.escape_markdown(f"Human label, {metric}: {label}"))
 ui.table(answers_views.scores_table(view), "answers_scores")

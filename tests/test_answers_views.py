@@ -48,7 +48,8 @@ def test_retrieval_layer_is_hit_at_k_and_the_share_of_contexts_holding_gold(tmp_
     metrics = stored(tmp_path, store.METRICS, [
         {"run_date": d, "pipeline": p, "k": k, "metric": m, "value": v, "n_questions": 2}
         for d, p, k, m, v in [(D1, "hybrid", 5, "hit", 0.8), (D2, "hybrid", 5, "hit", 0.6),
-                              (D1, "hybrid", 3, "hit", 0.5), (D1, "dense", 5, "hit", 0.1), (D1, "hybrid", 5, "recall", 0.2)]])
+                              (D1, "hybrid", 3, "hit", 0.5), (D1, "dense", 5, "hit", 0.1),
+                              (D1, "hybrid", 5, "recall", 0.2)]])
     frame = answers_views.retrieval_layer(metrics, per_answer, "hybrid", 5, "logged")
     by = {(s, d.strftime("%Y-%m-%d")): v for s, d, v in zip(frame["series"], frame["run_date"], frame["value"])}
     assert by == {("hit@5 (hybrid)", D1): 0.8, ("hit@5 (hybrid)", D2): 0.6,

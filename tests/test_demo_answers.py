@@ -37,7 +37,8 @@ def test_every_answer_is_labelled_and_every_label_names_an_answer():
 def test_the_labels_cover_each_kind_of_failure():
     gold = {q.id: set(q.relevant_ids) for q in load_gold(GOLD_FILE)}
     label = {(lab.question_id, lab.run_date, lab.metric): lab.label for lab in LABELS if not lab.claim}
-    with_gold = {(r["question_id"], r["run_date"]) for r in RECORDS if gold[r["question_id"]] & {c["id"] for c in r["contexts"]}}
+    with_gold = {(r["question_id"], r["run_date"]) for r in RECORDS
+                 if gold[r["question_id"]] & {c["id"] for c in r["contexts"]}}
     refusing = {k for k in label if k[2] == "refusal" and label[k] == "refusal"}
     assert len({k[:2] for k in refusing} & with_gold) >= 3  # refusing with the gold document in the context
     assert len({(r["question_id"], r["run_date"]) for r in RECORDS} - with_gold) >= 10  # retrieval missed

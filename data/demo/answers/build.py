@@ -72,8 +72,8 @@ ANSWERS: dict[str, dict[str, str]] = {
                         "defences against the River Vell [pol-009].",
             "offtopic": "Flood defences are an important issue for many towns, and how much is spent depends on many "
                         "factors that change from year to year."},
-    "q04": {"faithful": "Prime Minister Ilse Marrow promised one-off emergency grants of up to CVK 4,000 per household, "
-                        "to be paid within ten working days to anyone whose home was damaged [pol-003].",
+    "q04": {"faithful": "Prime Minister Ilse Marrow promised one-off emergency grants of up to CVK 4,000 per "
+                        "household, to be paid within ten working days to anyone whose home was damaged [pol-003].",
             "memory": "Each household whose home was damaged was promised an emergency grant of up to CVK 4,000, "
                       "paid within ten days [pol-003].",
             "refusal": REFUSAL.format("how much money each affected family was promised")},
