@@ -17,7 +17,7 @@ SHARE = "share of answers or questions"
 
 ui.page_frame()
 st.title("Answers")
-config, metrics, gold = ui.config(), ui.read(store.METRICS), ui.gold()
+config, metrics, gold = ui.config(), ui.metrics(), ui.gold()
 generation, per_answer = ui.read(store.GENERATION), ui.read(store.PER_ANSWER)
 agreement = ui.read(store.AGREEMENT)
 g = config.generation
