@@ -14,6 +14,7 @@ VERDICT_BOXES = {"supported": (st.success, ":material/check_circle:"),
                  "contradicted": (st.error, ":material/cancel:"),
                  "undetermined": (st.warning, ":material/help:")}
 SHARE = "share of answers or questions"
+SCALE = [-0.02, 1.02]
 
 ui.page_frame()
 st.title("Answers")
@@ -37,13 +38,14 @@ k = c3.selectbox("Cutoff k", ks, index=ks.index(g.k) if g.k in ks else ks.index(
 shown = shown if answered else None
 retriever = retriever if retrievers else None
 
-left, right = st.columns(2)
-left.plotly_chart(charts.lines_figure(answers_views.retrieval_layer(metrics, per_answer, retriever, k, shown),
-                                      answers_views.SERIES, "Retrieval layer: did the right document reach the prompt?",
-                                      SHARE), key="answers_retrieval_chart")
-right.plotly_chart(charts.lines_figure(answers_views.generation_layer(generation, shown), answers_views.SERIES,
-                                       "Generation layer: is the answer faithful and relevant?", "score or share"),
-                   key="answers_generation_chart")
+left, right = st.columns(2)  # on one 0-1 scale, so that the two layers compare at a glance
+retrieval = charts.lines_figure(answers_views.retrieval_layer(metrics, per_answer, retriever, k, shown),
+                                answers_views.SERIES, "Retrieval layer: did the right document reach the prompt?",
+                                SHARE)
+generated = charts.lines_figure(answers_views.generation_layer(generation, shown), answers_views.SERIES,
+                                "Generation layer: is the answer faithful and relevant?", "score or share")
+left.plotly_chart(retrieval.update_yaxes(range=SCALE), key="answers_retrieval_chart")
+right.plotly_chart(generated.update_yaxes(range=SCALE), key="answers_generation_chart")
 if not days:
     st.info(views.escape_markdown(
         f"No answers in {ui.data_dir()} yet. Turn the answer layer on in the config's [generation] section: "
@@ -74,7 +76,9 @@ st.caption("Retrieval miss: no gold document in the context. Generation miss: a 
 ui.table(attributed, "answers_attribution", column_config={
     "question_id": st.column_config.TextColumn("question", width=70, pinned=True),
     "question": st.column_config.TextColumn("text", width="large"),
+    "gold_in_context": st.column_config.NumberColumn("gold in context", format="%d"),
     "faithfulness": st.column_config.NumberColumn("faithfulness", format="%.3f"),
+    "faithfulness_state": st.column_config.TextColumn("judge's state"),
     "k_precision": st.column_config.NumberColumn("K-precision", format="%.3f")})
 
 st.subheader("One answer and its context")

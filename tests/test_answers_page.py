@@ -174,7 +174,7 @@ def test_the_agreement_table_is_the_latest_agreement_rows_with_a_note_when_not_t
     rerun(at)
     matrix = table(at, "answers_confusion_matrix")
     row = rows[rows["metric"] == "faithfulness"].iloc[0]
-    assert matrix[["judge: flagged", "judge: passed"]].values.tolist() == [[row.tp, row.fn], [row.fp, row.tn]]
+    assert matrix[["predicted: flagged", "predicted: passed"]].values.tolist() == [[row.tp, row.fn], [row.fp, row.tn]]
 
 
 def test_an_untrusted_judge_is_recorded_and_said_not_to_alert(answered, tmp_path, open_page):

@@ -85,11 +85,13 @@ def generation_layer(generation: pd.DataFrame, pipeline: str | None) -> pd.DataF
 
 
 def _long(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The parts as one long frame, each series in its part's order, by date within it."""
     parts = [p for p in parts if len(p)]
     if not parts:
         return pd.DataFrame({RUN_DATE: pd.Series(dtype="datetime64[ns]"), SERIES: pd.Series(dtype=object),
                              VALUE: pd.Series(dtype=float)})
-    return pd.concat(parts, ignore_index=True).sort_values([SERIES, RUN_DATE], kind="stable").reset_index(drop=True)
+    frame = pd.concat([p.assign(_part=i) for i, p in enumerate(parts)], ignore_index=True)
+    return frame.sort_values(["_part", RUN_DATE], kind="stable").drop(columns="_part").reset_index(drop=True)
 
 
 def run_summary(generation: pd.DataFrame, day: date, pipeline: str) -> pd.DataFrame:
@@ -203,10 +205,10 @@ def agreement_table(agreement: pd.DataFrame, day: date | None = None) -> pd.Data
 
 
 def confusion(row: Mapping) -> pd.DataFrame:
-    """An agreement row's 2x2 confusion matrix: rows the human's verdict, columns the judge's (or the
-    heuristic's); "flagged" is the failure (unfaithful, irrelevant, refusal, not supported)."""
-    return pd.DataFrame({"human": ["flagged", "passed"], "judge: flagged": [int(row["tp"]), int(row["fp"])],
-                         "judge: passed": [int(row["fn"]), int(row["tn"])]})
+    """An agreement row's 2x2 confusion matrix: rows the human's verdict, columns the judge's or the
+    heuristic's ("predicted"); "flagged" is the failure (unfaithful, irrelevant, refusal, not supported)."""
+    return pd.DataFrame({"human": ["flagged", "passed"], "predicted: flagged": [int(row["tp"]), int(row["fp"])],
+                         "predicted: passed": [int(row["fn"]), int(row["tn"])]})
 
 
 def trust_notes(table: pd.DataFrame, min_kappa: float) -> list[str]:
