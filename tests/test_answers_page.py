@@ -10,10 +10,7 @@ import shutil
 from datetime import date
 from pathlib import Path
 
-import pandas as pd
 import pytest
-import streamlit as st
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from pipeline import answers, store, views
@@ -21,11 +18,10 @@ from pipeline.config import Config, GenerationConfig
 from pipeline.demo import LABELS_FILE, build_demo
 from pipeline.job import run_day
 from pipeline.views import answers as answers_views
+from tests.test_app import fresh_caches, literal, open_app, rerun, table, visit  # noqa: F401 (fixtures)
 
 ROOT = Path(__file__).resolve().parents[1]
-APP = ROOT / "app.py"
 PAGE = "pages/answers.py"
-TIMEOUT = 180
 FIRST, AFTER_DRIFT = "2026-10-24", "2026-11-14"
 
 
@@ -38,52 +34,15 @@ def answered(tmp_path_factory) -> Path:
     return data_dir
 
 
-@pytest.fixture(autouse=True)
-def fresh_caches():
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    yield
-    st.cache_data.clear()
-    st.cache_resource.clear()
-
-
 @pytest.fixture
-def open_page(monkeypatch):
-    """The Answers page of the app on a data directory, from the server's steady state (see test_app.open_app)."""
-    original = PagesManager.__init__
-
-    def steady(self, *args, **kwargs) -> None:
-        original(self, *args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-    def start(data_dir: Path) -> AppTest:
-        monkeypatch.setenv("DRIFTWATCH_DATA_DIR", str(data_dir))
-        monkeypatch.delenv("DRIFTWATCH_CONFIG", raising=False)
-        monkeypatch.setattr(PagesManager, "__init__", steady)
-        at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
-        at.switch_page(PAGE).run()
-        assert not at.exception, [e.value for e in at.exception]
-        return at
-    return start
-
-
-def rerun(at: AppTest) -> AppTest:
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def literal(markdown: str) -> str:
-    return re.sub(r"\\(.)", r"\1", markdown)
+def open_page(open_app):  # noqa: F811 (the fixture imported above)
+    """The Answers page of the app on a data directory (test_app's open_app: the server's steady state)."""
+    return lambda data_dir: visit(open_app(data_dir), PAGE)
 
 
 def traces(at: AppTest, key: str) -> dict[str, tuple[list, list]]:
     spec = json.loads(at.get_by_key(key).proto.spec)
     return {t["name"]: ([x[:10] for x in t["x"]], t["y"]) for t in spec["data"] if t.get("mode") == "lines+markers"}
-
-
-def table(at: AppTest, key: str) -> pd.DataFrame:
-    return at.get_by_key(key).dataframe[0].value
 
 
 def pick(at: AppTest, day: str, question: str) -> AppTest:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from datetime import date
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -13,17 +12,9 @@ import pytest
 from pipeline import store
 from pipeline.answers import Label
 from pipeline.views import answers as answers_views
+from tests.test_views import stored
 
 D1, D2 = "2026-11-02", "2026-11-03"
-
-
-def stored(tmp_path: Path, name: str, rows: list[dict]) -> pd.DataFrame:
-    """`rows` written through the store and read back, so the frame has the readers' real dtypes."""
-    folder = tmp_path / name.removesuffix(".csv")
-    full = [{c: r.get(c, "") for c in store.SCHEMAS[name]} for r in rows]
-    for day in sorted({r["run_date"] for r in full}):
-        store.replace_date(folder, name, day, [r for r in full if r["run_date"] == day])
-    return store.read(folder, name)
 
 
 def answer(day, qid, layer, gold=1, pipeline="logged", **scores) -> dict:
