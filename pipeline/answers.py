@@ -4,6 +4,7 @@ heuristics, layer attribution, and the rows of generation.csv, per_answer.csv, a
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import logging
 import math
@@ -302,10 +303,10 @@ _MONTHS = ("january february march april may june july august september october 
 _MONTH = r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|jun(?:e)?|jul(?:y)?|aug(?:ust)?|sep(?:t(?:ember)?)?" \
          r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
 _ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
-_DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}\b", re.IGNORECASE)
-_MONTH_DAY = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?\b", re.IGNORECASE)
-_NUMBER = re.compile(r"(?<![A-Za-z0-9.,])\d+(?:[.,]\d+)*")
-_IDENTIFIER = re.compile(r"\b[A-Za-z]+[-_/]?\d+[A-Za-z0-9]*(?:-[A-Za-z0-9]+)*\b")
+_DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}\b")  # on lower-cased text
+_MONTH_DAY = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?\b")
+_NUMBER = re.compile(r"(?<![a-z0-9.,])\d+(?:[.,]\d+)*")
+_IDENTIFIER = re.compile(r"\b[a-z]+[-_/]?\d+[a-z0-9]*(?:-[a-z0-9]+)*\b")
 REFUSAL_PATTERNS = tuple(re.compile(p) for p in (
     r"\bno (?:relevant |specific |such )?information\b",
     r"\b(?:does|do|did) not (?:say|mention|contain|provide|specify|include|state|cover)\b",
@@ -328,10 +329,6 @@ def content_words(text: str) -> list[str]:
     return [w for w in _WORD.findall(_number(_without_citations(text)).lower()) if w not in STOPWORDS]
 
 
-def _context_text(contexts: Sequence[Context]) -> str:
-    return "\n".join(c.text for c in contexts)
-
-
 def k_precision(answer: str, contexts: Sequence[Context]) -> float | None:
     """Share of the answer's content words (occurrences) that occur anywhere in the context; None for an
     answer without content words.
@@ -342,7 +339,7 @@ def k_precision(answer: str, contexts: Sequence[Context]) -> float | None:
     words = content_words(answer)
     if not words:
         return None
-    known = set(_WORD.findall(_number(_context_text(contexts)).lower()))
+    known = set().union(*(_words_of(c.text) for c in contexts))
     return sum(w in known for w in words) / len(words)
 
 
@@ -355,18 +352,29 @@ def facts(text: str) -> list[str]:
     """The numbers, dates and identifiers of `text`, normalised so that the same fact written two usual ways
     compares equal: "12 March" and "March 12th" -> "march 12", "1,250" -> "1250", ids lower-cased
     ("A320", "covid-19"). Cited ids ([doc-1]) are not facts. In order of appearance, each once."""
-    text = _without_citations(text)
+    text = _without_citations(text).lower()
     found: list[str] = []
     found += _ISO_DATE.findall(text)
     found += [f"{_month(m)} {int(d)}" for d, m in _DAY_MONTH.findall(text)]
     found += [f"{_month(m)} {int(d)}" for m, d in _MONTH_DAY.findall(text)]
-    found += [i.lower() for i in _IDENTIFIER.findall(text)]
+    found += _IDENTIFIER.findall(text)
     found += [_number(n) for n in _NUMBER.findall(_IDENTIFIER.sub(" ", _ISO_DATE.sub(" ", text)))]
     return list(dict.fromkeys(found))
 
 
+# A context document recurs in the top k of many questions and runs: its words and facts are computed once.
+@functools.lru_cache(maxsize=4096)
+def _words_of(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(_number(text).lower()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _facts_of(text: str) -> frozenset[str]:
+    return frozenset(facts(text))
+
+
 def _month(name: str) -> str:
-    return next(m for m in _MONTHS if m.startswith(name.lower()[:3]))
+    return next(m for m in _MONTHS if m.startswith(name[:3]))
 
 
 def unsupported_facts(answer: str, contexts: Sequence[Context]) -> list[str]:
@@ -376,7 +384,7 @@ def unsupported_facts(answer: str, contexts: Sequence[Context]) -> list[str]:
     passes), numbers written as words ("fourteen"), a figure the context holds in another role (the fare is
     40 where the context's 40 is the length in km), dates written in forms `facts` does not parse
     ("the 12th", "next Tuesday"), and derived figures the context supports by arithmetic (flagged)."""
-    known = set(facts(_context_text(contexts)))
+    known = set().union(*(_facts_of(c.text) for c in contexts))
     return [f for f in facts(answer) if f not in known]
 
 
@@ -526,13 +534,16 @@ def _cell(value: float | int | bool | None) -> float | int | str:
 
 def per_answer_row(day: str, s: Scored) -> dict:
     j, h = s.judgement, s.heuristic
+    # the claim counts are known once the answer was split (scored, or undetermined for want of claims)
+    split = s.judged and j.state in (SCORED, undetermined(NO_CLAIMS), undetermined(NO_DETERMINABLE),
+                                     undetermined(REFUSAL))
     return {
         "run_date": day, "pipeline": s.record.pipeline, "question_id": s.record.question_id,
         "gold_in_context": _cell(h["gold_in_context"]), "faithfulness": _cell(j.faithfulness),
         "faithfulness_state": j.state if s.judged else NOT_JUDGED,
-        "n_claims": len(j.claims) if j.claims else ("" if not s.judged else 0),
-        "n_supported": _cell(sum(c.verdict == SUPPORTED for c in j.claims) if s.judged else None),
-        "n_contradicted": _cell(sum(c.verdict == CONTRADICTED for c in j.claims) if s.judged else None),
+        "n_claims": _cell(len(j.claims) if split else None),
+        "n_supported": _cell(sum(c.verdict == SUPPORTED for c in j.claims) if split else None),
+        "n_contradicted": _cell(sum(c.verdict == CONTRADICTED for c in j.claims) if split else None),
         "answer_relevance": _cell(j.answer_relevance), "reverse_relevance": _cell(j.reverse_relevance),
         "noncommittal": _cell(j.noncommittal), "k_precision": _cell(h["k_precision"]),
         "unsupported": store.join_ids(h["unsupported"]), "citations_invalid": store.join_ids(h["citations_invalid"]),

@@ -244,6 +244,9 @@ def judge_answers(report: dict, minimums: dict[str, float]) -> tuple[list[str], 
         return [], [f"{', '.join(minimums)} gated, but the report has no answers (run eval --generation)"], []
     for metric, minimum in minimums.items():
         trust = section["trust"].get(metric)
+        if metric in answers.JUDGED_WATCHED and not section["trust"]:
+            reasons.append(f"{metric} is gated but no judge ran ([generation] judge, base_url)")
+            continue
         if trust is not None and not trust["trusted"]:
             notes.append(f"{metric} not gated: {trust['why']}")
             continue

@@ -321,3 +321,20 @@ def test_eval_generation_gates_answers(e2e_config, tmp_path, capsys):
     # the judged metric without a trusted judge is noted, not failed; without --generation nothing is answered
     assert main([*base, "--min-faithfulness", "0.5"]) == 1
     assert "run eval --generation" in capsys.readouterr().out
+    assert main([*base, "--generation", "--min-faithfulness", "0.5"]) == 1
+    assert "no judge ran" in capsys.readouterr().out
+
+
+def test_a_judge_is_trusted_only_on_its_latest_kappa():
+    def row(day, metric, kappa, trusted, judge="m", level="answer"):
+        return {"run_date": pd.Timestamp(day), "metric": metric, "judge": judge, "level": level, "kappa": kappa,
+                "trusted": trusted}
+
+    frame = pd.DataFrame([row("2026-11-01", "faithfulness", 0.8, 1), row("2026-11-02", "faithfulness", 0.4, 0),
+                          row("2026-11-02", "answer_relevance", 0.7, 1), row("2026-11-03", "faithfulness", 0.9, 1, "x"),
+                          row("2026-11-03", "faithfulness", 0.9, 1, level="claim")])
+    trust = answers.trusted_metrics(frame, "m")
+    assert trust["faithfulness"][0] is False  # the latest answer-level kappa of judge m is 0.4
+    assert "kappa 0.40 against the labels of 2026-11-02 is below generation.min_kappa" in trust["faithfulness"][1]
+    assert trust["answer_relevance"][0] is True
+    assert answers.trusted_metrics(frame.iloc[:0], "m")["faithfulness"][0] is False  # no labels: not trusted
