@@ -781,6 +781,24 @@ class AnswerRun:
     events: list[str]
 
 
+SUMMARY = (("judge", "faithfulness"), ("judge", "answer_relevance"), ("heuristic", "k_precision"),
+           ("heuristic", "unsupported_facts"), ("heuristic", "refusal_with_gold"), ("heuristic", "retrieval_miss"),
+           ("heuristic", "generation_miss"))
+
+
+def summary(run: AnswerRun) -> str:
+    """One line of the run's answer layer for the command line: per pipeline the main means (with how many
+    records had no value), then the events."""
+    parts = []
+    for pipeline in dict.fromkeys(r["pipeline"] for r in run.generation):
+        rows = {(r["source"], r["metric"]): r for r in run.generation if r["pipeline"] == pipeline}
+        shown = [f"{metric} {rows[key]['value']:.3f}" + (f" ({rows[key]['undetermined']} of {rows[key]['n']} "
+                                                         "undetermined)" if rows[key]["undetermined"] else "")
+                 for key in SUMMARY if key in rows for metric in [key[1]]]
+        parts.append(f"{pipeline} " + ", ".join(shown))
+    return "; ".join(parts + run.events) or "no answers"
+
+
 def check_inputs(config, gold: Sequence[GoldQuestion]) -> None:
     """Everything the answer layer reads, validated before a run writes: the logged answers, the labels, the
     API key variable. Raises AnswersError or JudgeError."""

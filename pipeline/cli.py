@@ -201,10 +201,14 @@ def _summary(result) -> str:
 
 
 def _signal_lines(result) -> list[str]:
-    """The run's label-free early warnings per pipeline, and the targets that could not be scored."""
+    """The run's label-free early warnings per pipeline, the targets that could not be scored, and the answer
+    layer's means."""
+    from pipeline import answers
     from pipeline.signals import summary
 
     lines = [f"  target {o.name} FAILED: {o.message}" for o in result.failed_targets]
+    if result.answers is not None:
+        lines.append(f"  answers: {answers.summary(result.answers)}")
     table = summary(result.signals)
     if table:
         lines.append("  early warnings: " + "; ".join(

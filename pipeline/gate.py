@@ -16,6 +16,7 @@ from pipeline.config import Config, GenerationConfig, SourceConfig, TargetConfig
 from pipeline.corpus import Corpus
 from pipeline.demo import clear_history
 from pipeline.errors import DriftwatchError
+from pipeline.gold import load_gold
 from pipeline.job import run_day
 from pipeline.metrics import MEAN_NAMES
 from pipeline.targets import run_file
@@ -104,7 +105,8 @@ def evaluate_documents(config: Config, gold: Path, docs: Sequence[Path], k: int,
             corpus=replace(config.corpus, max_age_days=None),  # every document counts, however old
             drift=replace(config.drift, evidently=False, query_log=None),
             alerts=replace(config.alerts, webhook_url=None, floors={}, drop={}, metrics=()),
-            generation=config.generation if generation else GenerationConfig(),
+            generation=_gate_generation(config, Path(gold), run_date or date.today(), Path(tmp)) if generation
+            else GenerationConfig(),
         )
         result = run_day(cfg, ALL_DATES, notify=False)
         with Corpus.in_dir(data_dir) as corpus:
@@ -124,6 +126,20 @@ def evaluate_documents(config: Config, gold: Path, docs: Sequence[Path], k: int,
         "pipelines": _pipelines(result, k),
         **({"answers": answers_report(result.answers, config.generation)} if result.answers is not None else {}),
     }
+
+
+def _gate_generation(config: Config, gold: Path, day: date, tmp: Path) -> GenerationConfig:
+    """[generation] for the gate's run, whose date is not a calendar date: logged answers are those of `day`
+    (the --date, default today), copied undated into `tmp`."""
+    g = config.generation
+    if g.mode != "logged":
+        return g
+    records = answers.read_logged(g.logged, load_gold(gold), day)
+    path = tmp / "logged-answers.jsonl"
+    path.write_text("".join(json.dumps({"question_id": r.question_id, "answer": r.answer, "reference": r.reference,
+                                        "contexts": [{"id": c.id, "text": c.text} for c in r.contexts]}) + "\n"
+                            for r in records), encoding="utf-8")
+    return replace(g, logged=path)
 
 
 def answers_report(run: answers.AnswerRun, generation: GenerationConfig) -> dict:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.answers import (CONTRADICTED, NO_CLAIMS, NO_DETERMINABLE, REFUSAL, SCORED, SUPPORTED, UNDETERMINED,
+from pipeline.answers import (CONTRADICTED, NO_CLAIMS, NO_DETERMINABLE, NOT_JUDGED, REFUSAL, SCORED, SUPPORTED,
                               UNPARSEABLE, UNREACHABLE, VERDICTS, AnswerRecord, Claim, Judgement, undetermined)
 from pipeline.config import GenerationConfig
 from pipeline.errors import DriftwatchError
@@ -428,11 +428,12 @@ def judge_records(client: Client, model: str, records: Sequence[AnswerRecord],
         except BudgetExhausted:
             return Judgement()
 
-    calls_before = client.budget.calls
+    calls_before, cached_before = client.budget.calls, client.cached
     with ThreadPoolExecutor(max_workers=client.config.concurrency) as pool:
         judgements = with_reverse_relevance(records, list(pool.map(one, records)), encode)
-    not_judged = sum(j.state == "not_judged" for j in judgements)
-    return JudgeRun(judgements, client.budget.calls - calls_before, client.cached, not_judged, client.failures)
+    not_judged = sum(j.state == NOT_JUDGED for j in judgements)
+    return JudgeRun(judgements, client.budget.calls - calls_before, client.cached - cached_before, not_judged,
+                    client.failures)
 
 
 def generate_answers(client: Client, questions: Sequence[tuple[str, str]], contexts: Sequence[str]) -> list[str | None]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 from datetime import date
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -338,3 +337,19 @@ def test_a_judge_is_trusted_only_on_its_latest_kappa():
     assert "kappa 0.40 against the labels of 2026-11-02 is below generation.min_kappa" in trust["faithfulness"][1]
     assert trust["answer_relevance"][0] is True
     assert answers.trusted_metrics(frame.iloc[:0], "m")["faithfulness"][0] is False  # no labels: not trusted
+
+
+def test_eval_generation_reads_the_logged_answers_of_its_date(e2e_config, tmp_path):
+    e2e = e2e_config.gold.parent
+    folder = tmp_path / "logged"
+    folder.mkdir()
+    (folder / "2026-11-04.jsonl").write_text("".join(json.dumps(line) + "\n" for line in LOGGED[:3]))
+    config = tmp_path / "monitor.toml"
+    config.write_text(f'data_dir = "{tmp_path / "unused"}"\ngold = "{e2e / "gold.jsonl"}"\n[retrieval]\n'
+                      'pipelines = ["bm25"]\n[generation]\nmode = "logged"\nlogged = "logged"\n')
+    out = tmp_path / "report.json"
+    assert main(["eval", "--config", str(config), "--gold", str(e2e / "gold.jsonl"), "--docs", str(e2e / "feeds"),
+                 "--generation", "--date", "2026-11-04", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["answers"]["pipelines"]["logged"]["n"]["heuristic:refusal_rate"] == 3
+    assert report["answers"]["pipelines"]["logged"]["means"]["heuristic:refusal_rate"] == 1 / 3
