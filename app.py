@@ -19,6 +19,7 @@ PAGES = [
     st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
     st.Page("pages/trends.py", title="Trends", icon=":material/show_chart:"),
     st.Page("pages/questions.py", title="Questions", icon=":material/quiz:"),
+    st.Page("pages/answers.py", title="Answers", icon=":material/forum:"),
     st.Page("pages/drift.py", title="Drift", icon=":material/scatter_plot:"),
     st.Page("pages/simulate.py", title="Simulate", icon=":material/science:"),
     st.Page("pages/weekly.py", title="Weekly review", icon=":material/calendar_month:"),

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from pipeline import report, store, views
+from pipeline import answers, report, store, views
 from pipeline.views import drift as drift_views
 from pipeline.views import questions as questions_views
 from pipeline.alerts import ALERT, WARNING
@@ -189,6 +189,39 @@ def drift(directory: Path | None = None) -> pd.DataFrame:
 
 def alerts(directory: Path | None = None) -> pd.DataFrame:
     return read(store.ALERTS, directory)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _answer_records(directory: str, day: str, stamp: tuple) -> list[dict]:
+    return answers.read_records(Path(directory), day)
+
+
+def answer_records(day: date | str) -> list[dict]:
+    """The full answer records of a run date (answers/DATE.jsonl; [] without one). Do not mutate them."""
+    directory = data_dir()
+    try:
+        return _answer_records(str(directory), str(day), _stamp(answers.records_path(directory, day)))
+    except DriftwatchError as exc:
+        stopped(exc)
+        st.stop()
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def _labels(path: str, stamp: tuple) -> list:
+    return answers.read_labels(Path(path))
+
+
+def labels() -> list:
+    """The human labels of the config's generation.labels ([] when none is configured or the file is absent;
+    a malformed file is shown as a warning, not a stop: the page works without labels)."""
+    path = config().generation.labels
+    if path is None or not Path(path).is_file():
+        return []
+    try:
+        return _labels(str(path), _stamp(Path(path)))
+    except DriftwatchError as exc:
+        st.warning(views.escape_markdown(str(exc)), icon=":material/warning:")
+        return []
 
 
 @st.cache_data(max_entries=4, show_spinner=False)

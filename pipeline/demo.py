@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Callable, Iterable, Sequence
@@ -13,7 +14,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from pipeline import paths, store
-from pipeline.config import Config, SourceConfig, to_toml
+from pipeline.config import Config, SourceConfig, target_list, to_toml
 from pipeline.corpus import CORPUS_FILE, Corpus
 from pipeline.errors import DriftwatchError
 
@@ -22,6 +23,10 @@ ARTICLES_DIR = DEMO_DIR / "articles"
 PACKS_DIR = DEMO_DIR / "packs"
 FEEDS_DIR = DEMO_DIR / "feeds"
 GOLD_FILE = DEMO_DIR / "gold.jsonl"
+ANSWERS_DIR = DEMO_DIR / "answers"  # the bundled answers (logged format) and their human labels
+ANSWERS_FILE = ANSWERS_DIR / "answers.jsonl"
+LABELS_FILE = ANSWERS_DIR / "labels.csv"
+ANSWERS_PIPELINE, ANSWERS_K = "hybrid", 5  # whose top 5 the bundled answers were given (answers/build.py)
 
 DAY_ONE = date(2026, 10, 19)  # day 1 of the demo's 35 days
 N_DAYS = 35
@@ -199,17 +204,28 @@ def clear_history(data_dir: Path, marker: str, refuse: Callable[[str], Driftwatc
             corpus.clear_documents()
 
 
+def demo_generation(config: Config):
+    """`config`'s [generation] answering from the bundled answers and labels (mode logged), so the answer layer
+    runs on a fresh machine without an endpoint; a configured judge endpoint, if any, still judges them."""
+    names = [t.name for t in target_list(config)]
+    return dataclasses.replace(config.generation, mode="logged", logged=ANSWERS_FILE, labels=LABELS_FILE,
+                               pipeline=ANSWERS_PIPELINE if ANSWERS_PIPELINE in names else None,
+                               k=min(ANSWERS_K, config.retrieval.candidate_depth))
+
+
 def build_demo(base: Config, data_dir: Path, *, days: int = MAX_RUNS, drift_day: date | None = None,
                progress: Callable[[object], None] | None = None) -> list:
     """Backfill `days` daily runs of the bundled demo into `data_dir` (from day 6, 2026-10-24).
 
     From `drift_day` (default day 26, 2026-11-13) the near-duplicate and off-topic packs flow in over
-    two days; `base` supplies every other setting (embedder, chunking, retrieval...).
+    two days; the answer layer reads the bundled answers and labels (`demo_generation`); `base` supplies
+    every other setting (embedder, chunking, retrieval...).
     """
     from pipeline.job import backfill
 
-    if not GOLD_FILE.is_file():
-        raise DemoError(f"the bundled demo data is missing ({GOLD_FILE} not found): reinstall driftwatch")
+    for bundled in (GOLD_FILE, ANSWERS_FILE, LABELS_FILE):
+        if not bundled.is_file():
+            raise DemoError(f"the bundled demo data is missing ({bundled} not found): reinstall driftwatch")
     if not 1 <= days <= MAX_RUNS:
         raise DemoError(f"--days must be between 1 and {MAX_RUNS}, got {days}")
     drift_day = drift_day or demo_date(DRIFT_DAY)
@@ -221,6 +237,7 @@ def build_demo(base: Config, data_dir: Path, *, days: int = MAX_RUNS, drift_day:
         clear_history(data_dir, DEMO_CONFIG, DemoError)
         packs = write_pack_feeds(data_dir / "demo-feeds", drift_day)
         config = base.replace(data_dir=data_dir, gold=GOLD_FILE, sources=demo_sources() + tuple(packs))
+        config = config.replace(generation=demo_generation(config))
         (data_dir / DEMO_CONFIG).write_text(to_toml(config), encoding="utf-8")
     n_dup, n_off = len(pack_articles("near-duplicates")), len(pack_articles("offtopic"))
     events = {drift_day: f"drift event: {n_dup} near-duplicate and {n_off} off-topic documents start flowing in "

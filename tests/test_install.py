@@ -80,6 +80,16 @@ def test_the_bundled_files_come_from_the_installed_copy(venv, tmp_path):
     assert app_exists and ui_exists and Path(gold).is_file()
 
 
+def test_the_demos_answers_and_labels_ship_with_the_installed_copy(venv, tmp_path):
+    script = ("import json, sys; from pipeline import demo; "
+              "print(json.dumps([str(demo.ANSWERS_FILE), demo.ANSWERS_FILE.is_file(), demo.LABELS_FILE.is_file(), "
+              "sys.prefix]))")
+    done = run(venv, "python", "-c", script, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    answers, has_answers, has_labels, prefix = json.loads(done.stdout)
+    assert Path(answers).is_relative_to(prefix) and has_answers and has_labels
+
+
 def test_init_then_check_from_another_directory(venv, tmp_path):
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -1,5 +1,5 @@
 """Derived, read-only tables for the dashboard and the weekly review, one module per page (`overview`, `trends`,
-`questions`, `drift`, `simulate`, `weekly`, `alerts`); this package module holds what several pages share:
+`questions`, `answers`, `drift`, `simulate`, `weekly`, `alerts`); this package module holds what several pages share:
 the data directory and its settings, labels, date filters, the open alerts and run notes. Pure functions over
 the store's frames; the corpus is only ever opened read-only. Bands and baselines come from `pipeline.series`."""
 
