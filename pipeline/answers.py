@@ -314,6 +314,7 @@ REFUSAL_PATTERNS = tuple(re.compile(p) for p in (
     r"\bsays? nothing (?:about|on)\b",
     r"\b(?:is|are) not (?:mentioned|stated|specified|provided|covered|given)\b",
     r"\b(?:i|we) (?:don't|do not|cannot|can't) (?:know|say|answer|find|tell)\b",
+    r"\b(?:i|we) (?:could not|couldn't|was not able to|were not able to) (?:find|locate|determine|identify)\b",
     r"\b(?:cannot|can't|unable to) (?:be )?(?:answer|determine|find|answered|determined)\b",
     r"\b(?:not|in)(?: enough|sufficient) information\b",
     r"\binsufficient information\b",
