@@ -151,29 +151,29 @@ def psi(reference: Sequence[float] | np.ndarray, current: Sequence[float] | np.n
 
 def evidently_embedding_drift(reference: np.ndarray, current: np.ndarray, seed: int,
                               sample_cap: int = EVIDENTLY_SAMPLE_CAP) -> EvidentlyDrift:
-    """Evidently's domain-classifier embedding drift (legacy `ModelDriftMethod(bootstrap=True)`): an
-    SGD logistic classifier learns to tell reference rows from current ones on half the rows; its ROC AUC
-    on the other half is the score, drift when it beats the 95th percentile of 100 random-guess AUCs.
-    Each side is first sampled to `sample_cap` rows with `seed`; the method's own randomness is fixed
-    (random_state=42, np.random.seed(0..99)), so a run is reproducible."""
-    # Imported here: Evidently takes seconds to import and only this statistic needs it.
-    import pandas as pd
-    from evidently.legacy.metrics.data_drift.embedding_drift_methods import ModelDriftMethod
+    """Evidently's domain-classifier embedding drift (legacy `ModelDriftMethod(bootstrap=True)`), computed
+    here step for step with scikit-learn: reference rows (label 1) then current rows (label 0), split in
+    halves (`train_test_split(test_size=0.5, random_state=42, shuffle=True)`), an SGD logistic classifier
+    (`random_state=42`) fitted on one half, its ROC AUC on the other is the score, drift when it beats the
+    95th percentile of 100 random-guess AUCs (uniform scores seeded 0..99). Each side is first sampled to
+    `sample_cap` rows with `seed`. Evidently itself takes 5-10 s to import, more than a whole no-op run;
+    `test_drift` checks these numbers against Evidently's own method. NumPy's global generator is untouched."""
+    from sklearn.linear_model import SGDClassifier
+    from sklearn.metrics import roc_auc_score
+    from sklearn.model_selection import train_test_split
 
     ref = _sampled(reference, sample_cap, seed, "reference")
     cur = _sampled(current, sample_cap, seed, "current")
     if ref.shape[1] != cur.shape[1]:
         raise DriftError(f"reference has dimension {ref.shape[1]} but current has {cur.shape[1]}")
-    columns = [f"e{i}" for i in range(ref.shape[1])]
-    # The method reseeds NumPy's global generator (np.random.seed in its bootstrap): put it back afterwards.
-    state = np.random.get_state()
-    try:
-        # Its argument order is (current, reference); it adds a "target" column to both frames.
-        score, drifted, _ = ModelDriftMethod(bootstrap=True)(pd.DataFrame(cur, columns=columns),
-                                                            pd.DataFrame(ref, columns=columns))
-    finally:
-        np.random.set_state(state)
-    return EvidentlyDrift(score=float(score), drifted=bool(drifted), method=EVIDENTLY_METHOD)
+    data = np.vstack([ref, cur])
+    target = np.concatenate([np.ones(len(ref), np.int64), np.zeros(len(cur), np.int64)])
+    x_train, x_test, y_train, y_test = train_test_split(data, target, test_size=0.5, random_state=42, shuffle=True)
+    classifier = SGDClassifier(loss="log_loss", random_state=42).fit(x_train, y_train)
+    score = roc_auc_score(y_test, classifier.predict_proba(x_test)[:, 1])
+    random_scores = [roc_auc_score(y_test, np.random.RandomState(i).rand(len(y_test))) for i in range(100)]
+    return EvidentlyDrift(score=float(score), drifted=bool(score > np.percentile(random_scores, 95)),
+                          method=EVIDENTLY_METHOD)
 
 
 def query_top1_cosine(top1_scores: Sequence[float]) -> float:

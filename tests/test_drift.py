@@ -354,6 +354,23 @@ def test_evidently_is_reproducible_and_leaves_global_random_state_alone():
     assert [name for name, _ in first.rows()] == ["evidently_model_auc", "evidently_drifted"]
 
 
+@pytest.mark.parametrize("n_ref, n_cur, shift", [(600, 600, 0.0), (300, 80, 0.2), (1000, 1000, 0.3), (45, 21, 0.1)])
+def test_domain_classifier_equals_evidentlys_own_method(n_ref, n_cur, shift):
+    """Differential: the scikit-learn implementation gives Evidently's ModelDriftMethod's AUC and flag exactly."""
+    import pandas as pd
+    from evidently.legacy.metrics.data_drift.embedding_drift_methods import ModelDriftMethod
+
+    reference, current = embeddings(n_ref, 1), embeddings(n_cur, 2, shift=shift)
+    columns = [f"e{i}" for i in range(reference.shape[1])]
+    state = np.random.get_state()
+    score, drifted, _ = ModelDriftMethod(bootstrap=True)(
+        pd.DataFrame(current.astype(np.float64), columns=columns),
+        pd.DataFrame(reference.astype(np.float64), columns=columns))
+    np.random.set_state(state)
+    ours = evidently_embedding_drift(reference, current, seed=0, sample_cap=max(n_ref, n_cur))
+    assert (ours.score, ours.drifted) == (float(score), bool(drifted))
+
+
 # --- question/document similarity ----------------------------------------------------------------------------
 
 
