@@ -71,20 +71,28 @@ def ingest(config: Config, corpus: Corpus, run_date: date) -> list[FeedOutcome]:
     cutoff = None
     if config.corpus.max_age_days is not None:
         cutoff = run_date - timedelta(days=config.corpus.max_age_days)
+    settings = f"max_age_days={config.corpus.max_age_days}"
     for source in config.sources:
         if source.url is not None and past:
             log.info("source %r: %s is a past run date: replaying the stored corpus, %s not fetched",
                      source.name, run_date, source.url)
             outcomes.append(FeedOutcome(source.name, source.url, [], None, replayed=True))
             continue
+        folder = source.path is not None and source.path.is_dir()
+        known = corpus.known_files(source.name, run_date, settings) if folder else None
+        ingested = {}
         for outcome in collect(source.name, url=source.url, path=source.path, run_date=run_date,
                                http_cache=http_cache, timeout=config.fetch.timeout,
-                               max_bytes=config.fetch.max_bytes, user_agent=config.fetch.user_agent):
+                               max_bytes=config.fetch.max_bytes, user_agent=config.fetch.user_agent, known=known):
             outcomes.append(outcome)
             docs = outcome.documents
             if cutoff is not None:  # do not ingest what retention would delete at once
                 docs = [d for d in docs if d.published is None or d.published.date() >= cutoff]
             clashes += corpus.ingest(docs, run_date)
+            if folder and outcome.ok and not outcome.unchanged:
+                ingested[outcome.location] = outcome.validator
+        if ingested:
+            corpus.record_files(source.name, ingested, run_date, settings)
     if clashes:
         log.warning("%s: %d entries carried an id another entry holds and were stored under namespaced ids",
                     run_date, clashes)
