@@ -14,6 +14,7 @@ from scipy import stats
 from sklearn.decomposition import PCA
 
 from pipeline.config import DriftConfig
+from pipeline import drift as drift_module
 from pipeline.drift import (
     CLASSIFIER,
     DRIFTED,
@@ -368,7 +369,18 @@ def test_domain_classifier_equals_evidentlys_own_method(n_ref, n_cur, shift):
         pd.DataFrame(reference.astype(np.float64), columns=columns))
     np.random.set_state(state)
     ours = evidently_embedding_drift(reference, current, seed=0, sample_cap=max(n_ref, n_cur))
-    assert (ours.score, ours.drifted) == (float(score), bool(drifted))
+    assert ours.score == pytest.approx(float(score), abs=1e-12) and ours.drifted == bool(drifted)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_roc_auc_equals_scikit_learns(seed):
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 2, 200)
+    scores = np.round(rng.random(200), 1)  # rounded: many ties
+    assert drift_module.roc_auc(labels, scores) == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
+    assert drift_module.roc_auc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8]) == 3 / 4  # pairs ranked right: 3 of 4
 
 
 # --- question/document similarity ----------------------------------------------------------------------------
