@@ -81,13 +81,117 @@ def quality(demo: Path) -> None:
               ["question", "recall torch", f"recall {backend}", "RR torch", f"RR {backend}"], diffs or [["none"] * 5])
 
 
+# --- daily cost against corpus size ---------------------------------------------------------------------------
+
+DAY0 = date(2026, 3, 1)  # the bulk of the corpus enters on this date
+WORDS = ("harbour ferry strike council budget vaccine comet rover election flood bridge tariff court ruling "
+         "hospital school rail energy grid wind solar drought harvest market index bank rate inflation museum "
+         "festival league final coach transfer storm coast port cargo union wage talks minister treaty border "
+         "census survey study trial drug patient clinic virus outbreak research telescope orbit launch satellite").split()
+
+
+def _text(rng: np.random.Generator, n: int) -> str:
+    return " ".join(rng.choice(WORDS, n))
+
+
+def _rss(items: list[tuple[str, str]], day: date) -> bytes:
+    from xml.sax.saxutils import escape
+
+    entries = "".join(f"<item><guid>{escape(i)}</guid><title>{escape(t[:40])}</title><description>{escape(t)}"
+                      f"</description><pubDate>{day.strftime('%a, %d %b %Y')} 08:00:00 +0000</pubDate></item>"
+                      for i, t in items)
+    return f'<?xml version="1.0"?><rss version="2.0"><channel><title>bench</title>{entries}</channel></rss>'.encode()
+
+
+def build_corpus(folder: Path, n_docs: int, seed: int = 0) -> Path:
+    """A data directory of `n_docs` documents entered on DAY0, a dated feed folder whose DAY0+1 file brings
+    100 new documents, a 50-question gold set, and every chunk's and question's vector in the embedding cache
+    (seeded random unit vectors: these rows measure the run, not the model). Returns the config file."""
+    from pipeline.chunking import chunk_document
+    from pipeline.config import to_toml
+    from pipeline.sources import Document
+
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    daily = folder / "daily"
+    daily.mkdir(exist_ok=True)
+    docs = [Document(f"d{i:06d}", f"doc {i}", _text(rng, 90), f"https://bench.invalid/{i}", None, "bench", ("news",))
+            for i in range(n_docs)]
+    new = [(f"n{i:04d}", _text(rng, 90)) for i in range(100)]
+    (daily / f"{DAY0 + timedelta(days=1)}.xml").write_bytes(_rss(new, DAY0 + timedelta(days=1)))
+    gold = folder / "gold.jsonl"
+    picks = rng.choice(n_docs, 50, replace=False)
+    gold.write_text("".join(f'{{"id": "q{j}", "question": "{" ".join(docs[i].text.split()[:8])}?", '
+                            f'"relevant": {{"{docs[i].id}": 1}}}}\n' for j, i in enumerate(picks)))
+    config = Config(data_dir=folder / "data", gold=gold, sources=(),
+                    embedder=EmbedderConfig(), retrieval=RetrievalConfig())
+    from pipeline.config import SourceConfig
+
+    config = config.replace(sources=(SourceConfig("bench", path=daily),))
+    (folder / "monitor.toml").write_text(to_toml(config))
+    key = Embedder(config.embedder).key
+    texts = [c.text for d in docs for c in chunk_document(d.id, d.title, d.text, config.chunking.size,
+                                                           config.chunking.overlap)]
+    texts += [c.text for i, t in new for c in chunk_document(i, t[:40], t, config.chunking.size,
+                                                               config.chunking.overlap)]
+    from pipeline.gold import load_gold
+
+    texts += [q.question for q in load_gold(gold)]
+    with Corpus.in_dir(config.data_dir) as corpus:
+        for start in range(0, n_docs, 5000):
+            corpus.ingest(docs[start:start + 5000], DAY0)
+        vectors = rng.standard_normal((len(texts), 384)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        for start in range(0, len(texts), 20000):
+            corpus.cache_embeddings(key, {text_hash(t): v for t, v in zip(texts[start:start + 20000],
+                                                                         vectors[start:start + 20000])})
+    return folder / "monitor.toml"
+
+
+def timed_run(config: Path, day: date) -> tuple[float, float]:
+    """Wall-clock seconds of `python -m pipeline run` in a fresh process (imports included) and its peak RSS (MB)."""
+    code = ("import resource, sys; from pipeline.cli import main; rc = main(sys.argv[1:]); "
+            "print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code, "run", "--config", str(config), "--date", day.isoformat()],
+                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    seconds = time.perf_counter() - t0
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"run {day} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    rss = [line for line in done.stdout.splitlines() if line.startswith("MAXRSS")]
+    return seconds, int(rss[-1].split()[1]) / 1024 if rss else float("nan")
+
+
+def daily(sizes: list[int], out: Path) -> None:
+    rows = []
+    for n in sizes:
+        folder = out / f"daily-{n}"
+        shutil.rmtree(folder, ignore_errors=True)
+        t0 = time.perf_counter()
+        config = build_corpus(folder, n)
+        setup = time.perf_counter() - t0
+        first, _ = timed_run(config, DAY0)  # the first run: every index built, every vector read
+        new_day, new_rss = timed_run(config, DAY0 + timedelta(days=1))  # 100 new documents
+        none_day, none_rss = timed_run(config, DAY0 + timedelta(days=2))  # nothing new
+        rerun, _ = timed_run(config, DAY0 + timedelta(days=2))  # the same date again
+        rows.append([n, setup, first, new_day, none_day, rerun, max(new_rss, none_rss)])
+    table("Daily cost against corpus size (python -m pipeline run in a fresh process, imports included; "
+          "random unit vectors in the embedding cache)",
+          ["documents", "setup s", "first run s", "100 new s", "none new s", "re-run s", "peak MB"], rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--part", choices=["quality", "throughput", "daily", "ray", "all"], default="all")
     parser.add_argument("--demo", type=Path, default=DEMO, help="a built demo data directory (with demo.toml)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000],
+                        help="corpus sizes of the daily-cost table")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "scale")
     args = parser.parse_args(argv)
     if args.part in ("quality", "all"):
         quality(args.demo)
+    if args.part in ("daily", "all"):
+        daily(args.sizes, args.out)
     return 0
 
 

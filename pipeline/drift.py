@@ -396,11 +396,44 @@ def _classifier_rows(similarity: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 def _novel(similarity: np.ndarray, is_cur: np.ndarray) -> np.ndarray:
     """Per current chunk: whether its nearest reference chunk is farther than the reference's own
-    NOVELTY_QUANTILE leave-one-out nearest-neighbour cosine."""
+    NOVELTY_QUANTILE leave-one-out nearest-neighbour cosine (the definition; `Neighbours.novel` computes it
+    for every permutation at once)."""
     ref_ref = similarity[np.ix_(~is_cur, ~is_cur)].copy()
     np.fill_diagonal(ref_ref, -np.inf)
     level = np.quantile(ref_ref.max(axis=1), NOVELTY_QUANTILE)
     return similarity[np.ix_(is_cur, ~is_cur)].max(axis=1) < level
+
+
+class Neighbours:
+    """Every chunk's other chunks sorted by similarity (the nearest `top`), so that a chunk's nearest neighbour
+    on one side, under any labelling, is the first of its list on that side: O(n top) a permutation instead
+    of copying the (n, n) similarities. Rows whose `top` nearest all lie on the other side fall back to a
+    full scan, so the result is `_novel`'s exactly."""
+
+    def __init__(self, similarity: np.ndarray, top: int = 32) -> None:
+        self.sim = similarity.copy()
+        np.fill_diagonal(self.sim, -np.inf)
+        n = len(self.sim)
+        t = max(1, min(top, n - 1))
+        part = np.argpartition(-self.sim, t - 1, axis=1)[:, :t] if n > 1 else np.zeros((n, 1), np.int64)
+        order = np.argsort(-np.take_along_axis(self.sim, part, axis=1), axis=1, kind="stable")
+        self.order = np.take_along_axis(part, order, axis=1)
+        self.rows = np.arange(n)
+
+    def nearest_in(self, side: np.ndarray) -> np.ndarray:
+        """Per chunk: the highest similarity to another chunk of `side` (a boolean mask), -inf when none."""
+        hit = side[self.order]
+        first = hit.argmax(axis=1)
+        best = self.sim[self.rows, self.order[self.rows, first]]
+        missing = ~hit[self.rows, first]
+        if missing.any():
+            best[missing] = np.where(side[None, :], self.sim[missing], -np.inf).max(axis=1)
+        return best
+
+    def novel(self, is_cur: np.ndarray) -> np.ndarray:
+        nearest_ref = self.nearest_in(~is_cur)
+        level = np.quantile(nearest_ref[~is_cur], NOVELTY_QUANTILE)
+        return nearest_ref[is_cur] < level
 
 
 def _new_label_share(values: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -484,8 +517,9 @@ def window_drift(reference: Sample, current: Sample, config: DriftConfig,
     psis = _psi_rows(proj, labels, config.bins, config.epsilon)
     ks = _ks_rows(proj, labels)
     accuracy = _classifier_rows(similarity, labels)
-    novel = np.array([_novel(similarity, row).mean() for row in labels])
-    is_novel = _novel(similarity, labels[0])
+    neighbours = Neighbours(similarity)
+    novel = np.array([neighbours.novel(row).mean() for row in labels])
+    is_novel = neighbours.novel(labels[0])
     results = [
         _verdict(PSI_MEAN, psis[0], psis[1:]),
         _verdict(KS_MAX, ks[0], ks[1:]),

@@ -383,6 +383,18 @@ def test_roc_auc_equals_scikit_learns(seed):
     assert drift_module.roc_auc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8]) == 3 / 4  # pairs ranked right: 3 of 4
 
 
+@pytest.mark.parametrize("n_ref, n_cur, top", [(200, 40, 32), (60, 60, 2), (30, 5, 1), (3, 2, 32)])
+def test_novelty_by_sorted_neighbours_equals_the_definition(n_ref, n_cur, top):
+    """Every permutation's novel chunks by `Neighbours` (first neighbour of the other side) equal `_novel`'s
+    copy-and-max, including rows whose nearest `top` all lie on one side."""
+    pooled = np.vstack([embeddings(n_ref, 1), embeddings(n_cur, 2, shift=0.2)])
+    similarity = pooled @ pooled.T
+    neighbours = drift_module.Neighbours(similarity, top=top)
+    labels = drift_module._labels(n_ref, n_cur, 30, np.random.default_rng(0))
+    for row in labels:
+        np.testing.assert_array_equal(neighbours.novel(row), drift_module._novel(similarity, row))
+
+
 # --- question/document similarity ----------------------------------------------------------------------------
 
 
