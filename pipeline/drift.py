@@ -87,7 +87,7 @@ def sample_rows(matrix: np.ndarray, cap: int, seed: int) -> np.ndarray:
     when it has no more than `cap` rows. Two matrices of the same length sampled with one seed keep the same rows."""
     if cap < 1:
         raise ValueError(f"cap must be >= 1, got {cap}")
-    return matrix if matrix.shape[0] <= cap else matrix[_keep(matrix.shape[0], cap, seed)]
+    return matrix if matrix.shape[0] <= cap else matrix[kept_rows(matrix.shape[0], cap, seed)]
 
 
 def project(reference: np.ndarray, current: np.ndarray, n_components: int,
@@ -501,8 +501,8 @@ def window_drift(reference: Sample, current: Sample, config: DriftConfig,
     fitted on both sides together, so neither is favoured. Duplicates use Fisher's exact test."""
     thresholds = thresholds or effect_thresholds(config)
     rng = np.random.default_rng(config.seed)
-    keep_ref = _keep(len(reference), config.sample_cap, config.seed)
-    keep_cur = _keep(len(current), config.sample_cap, config.seed + 1)
+    keep_ref = kept_rows(len(reference), config.sample_cap, config.seed)
+    keep_cur = kept_rows(len(current), config.sample_cap, current_seed(config))
     reference, current = _subset(reference, keep_ref), _subset(current, keep_cur)
     ref = _matrix(reference.vectors, "reference")
     cur = _matrix(current.vectors, "current")
@@ -572,7 +572,13 @@ def not_enough(n_reference: int, n_current: int, config: DriftConfig) -> str | N
     return None
 
 
-def _keep(n: int, cap: int, seed: int) -> np.ndarray:
+def current_seed(config: DriftConfig) -> int:
+    """The seed of the current side's sample (the reference's is `config.seed`)."""
+    return config.seed + 1
+
+
+def kept_rows(n: int, cap: int, seed: int) -> np.ndarray:
+    """The rows `window_drift` keeps of a side of `n` rows: all of them, or a seeded sample of `cap`, in order."""
     if n <= cap:
         return np.arange(n)
     return np.sort(np.random.default_rng(seed).choice(n, size=cap, replace=False))

@@ -225,13 +225,19 @@ def entered(corpus: Corpus, window: Window, at_end: Sequence[StoredDocument] | N
 
 
 def _sample(config: Config, documents: Sequence[StoredDocument], vectors_of: Callable[[list[Chunk]], np.ndarray],
-            duplicate: Callable[[np.ndarray, list[Chunk]], np.ndarray]) -> drift.Sample:
+            duplicate: Callable[[np.ndarray, list[Chunk]], np.ndarray], seed: int) -> drift.Sample:
+    """One side of the drift comparison. Near copies are looked for only among the rows `window_drift` keeps
+    (its seeded sample of drift.sample_cap, drawn with `seed`); the other rows' flags are never read."""
     by_id = {s.document.id: s.document for s in documents}
     chunks = chunk_documents(config, documents)
     vectors = vectors_of(chunks)
     docs = [by_id[c.doc_id] for c in chunks]
+    keep = drift.kept_rows(len(chunks), config.drift.sample_cap, seed)
+    flags = np.zeros(len(chunks), bool)
+    if len(keep):
+        flags[keep] = duplicate(vectors[keep], [chunks[i] for i in keep])
     return drift.Sample(vectors, [d.categories[0] if d.categories else "" for d in docs],
-                        [d.source for d in docs], [d.title for d in docs], duplicate(vectors, chunks))
+                        [d.source for d in docs], [d.title for d in docs], flags)
 
 
 def _near_copies(config: Config, snapshot: Sequence[StoredDocument], chunks: Sequence[Chunk], vectors: np.ndarray,
@@ -281,10 +287,10 @@ def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: dat
         return embed_cached(corpus, embedder, [c.text for c in sample_chunks]).vectors
 
     current = _sample(config, new_documents, vectors_of,
-                      _near_copies(config, snapshot, chunks, vectors, run_date))
+                      _near_copies(config, snapshot, chunks, vectors, run_date), drift.current_seed(config.drift))
     reference_docs = entered(corpus, reference_window)
     reference = _sample(config, reference_docs, lambda cs: embed_cached(corpus, embedder, [c.text for c in cs]).vectors,
-                        _near_copies(config, snapshot, chunks, vectors, reference_window.end))
+                        _near_copies(config, snapshot, chunks, vectors, reference_window.end), config.drift.seed)
     n_ref, n_cur = len(reference), len(current)
     why = drift.not_enough(n_ref, n_cur, config.drift)
     names = [s.name for s in drift.FAMILY]

@@ -84,3 +84,43 @@ def test_other_retention_settings_parse_again(tmp_path, daily):
         job.ingest(_config(tmp_path / "data", daily), corpus, START + timedelta(days=2))
         outcomes = job.ingest(_config(tmp_path / "data", daily, max_age_days=30), corpus, START + timedelta(days=2))
         assert not any(o.unchanged for o in outcomes)
+
+
+def test_near_copies_flagged_only_on_the_kept_rows_give_the_same_drift_rows(tmp_path, daily, embedder, monkeypatch):
+    """Differential: drift rows with near copies looked for among the rows window_drift keeps equal those with
+    every row flagged (the previous cost: all of the reference window against the whole corpus)."""
+    import numpy as np
+
+    from pipeline import drift
+    from pipeline.config import DriftConfig
+    from pipeline.embeddings import embed_cached
+
+    config = _config(tmp_path / "data", daily).replace(
+        drift=DriftConfig(sample_cap=12, permutations=99, min_current=5, min_reference=5, evidently=False,
+                          duplicate_cosine=0.6))
+    day = START + timedelta(days=5)
+    with Corpus.in_dir(config.data_dir) as corpus:
+        for i in range(6):
+            job.ingest(config, corpus, START + timedelta(days=i))
+        snapshot = corpus.snapshot(day)
+        chunks = job.chunk_documents(config, snapshot)
+        vectors = embed_cached(corpus, embedder, [c.text for c in chunks]).vectors
+        fast = job.drift_rows(config, corpus, embedder, day, snapshot, chunks, vectors, [])
+
+        def every_row(config, documents, vectors_of, duplicate, seed):
+            by_id = {s.document.id: s.document for s in documents}
+            sample_chunks = job.chunk_documents(config, documents)
+            sample_vectors = vectors_of(sample_chunks)
+            docs = [by_id[c.doc_id] for c in sample_chunks]
+            return drift.Sample(sample_vectors, [d.categories[0] if d.categories else "" for d in docs],
+                                [d.source for d in docs], [d.title for d in docs],
+                                duplicate(sample_vectors, sample_chunks))
+
+        monkeypatch.setattr(job, "_sample", every_row)
+        full = job.drift_rows(config, corpus, embedder, day, snapshot, chunks, vectors, [])
+    assert any(r["n_reference"] > 12 for r in full)  # the cap is in play
+    dup = [r for r in full if r["statistic"] == drift.DUPLICATES.name]
+    assert dup and not np.isnan(dup[0]["value"])
+    same = lambda a, b: a == b or (a != a and b != b)  # noqa: E731 - NaN equals NaN here
+    assert len(fast) == len(full)
+    assert all(a.keys() == b.keys() and all(same(a[k], b[k]) for k in a) for a, b in zip(fast, full))
