@@ -14,7 +14,7 @@ from datetime import date, datetime, timedelta, timezone
 import numpy as np
 import pandas as pd
 
-from pipeline import drift, signals, store
+from pipeline import drift, indexes, signals, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
 from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document
@@ -116,6 +116,12 @@ def _is_past(config: Config, run_date: date) -> bool:
     runs = store.read_runs(config.data_dir)
     latest = runs[store.RUN_DATE].max().date() if not runs.empty else run_date
     return run_date < today or run_date < latest
+
+
+def _is_latest(config: Config, run_date: date) -> bool:
+    """On or after every stored run date."""
+    runs = store.read_runs(config.data_dir)
+    return runs.empty or run_date >= runs[store.RUN_DATE].max().date()
 
 
 def chunk_documents(config: Config, documents: Sequence[StoredDocument]) -> list[Chunk]:
@@ -421,7 +427,11 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             queries = embed_cached(corpus, embedder, [q.question for q in gold])
             reranker = (Reranker(config.rerank, config.embedder.device) if "hybrid_rerank" in builtin else None)
             indexed = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=builtin))
-            retriever = Retriever(chunks, embedded.vectors, indexed, reranker)
+            stored = indexes.load(data_dir, indexes.sidecar(config, embedder.key, chunks, embedded.vectors.shape[-1]),
+                                  config)
+            retriever = Retriever(chunks, embedded.vectors, indexed, reranker, stored.dense, stored.bm25)
+            if _is_latest(config, run_date):  # the latest date's indexes are kept; a past date's are not
+                indexes.save(data_dir, stored, retriever.dense, retriever.bm25)
             present = {s.document.id for s in snapshot}
             metric_rows, question_rows = evaluate_pipelines(indexed, retriever, gold, queries.vectors, present,
                                                             run_date, rankings)
