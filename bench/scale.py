@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -180,6 +179,66 @@ def daily(sizes: list[int], out: Path) -> None:
           ["documents", "setup s", "first run s", "100 new s", "none new s", "re-run s", "peak MB"], rows)
 
 
+# --- embedding throughput and Ray --------------------------------------------------------------------------
+
+
+def bench_texts(n: int, seed: int = 0) -> list[str]:
+    """`n` chunk-sized texts (128 words) drawn from the README's words: real English, reproducible."""
+    words = (ROOT / "README.md").read_text(encoding="utf-8").split()
+    rng = np.random.default_rng(seed)
+    return [" ".join(words[s:s + 128]) for s in rng.integers(0, len(words) - 128, n)]
+
+
+def throughput(n: int) -> None:
+    """Each backend's cached embedding (what ingest does: hash, encode, store) against raw torch
+    `model.encode` on the same texts, models loaded beforehand, in one process."""
+    texts = bench_texts(n)
+    raw = Embedder(EmbedderConfig()).model
+    raw.encode(texts[:8])
+    t0 = time.perf_counter()
+    raw.encode(texts, batch_size=EmbedderConfig().batch_size)
+    base = time.perf_counter() - t0
+    rows = [["raw torch model.encode", base, n / base, 1.0]]
+    from pipeline.embeddings import embed_cached
+
+    for backend in BACKENDS:
+        embedder = Embedder(EmbedderConfig(backend=backend))
+        embedder.encode(texts[:8])  # load (and for ONNX export once into the cache)
+        with tempfile.TemporaryDirectory() as tmp, Corpus.in_dir(Path(tmp)) as corpus:
+            t0 = time.perf_counter()
+            embed_cached(corpus, embedder, texts)
+            seconds = time.perf_counter() - t0
+        rows.append([f"ingest embedding, backend {backend}", seconds, n / seconds, base / seconds])
+    table(f"Embedding throughput on {n} texts of 128 words ({os.cpu_count()} CPUs)",
+          ["what", "seconds", "texts/s", "x raw torch"], rows)
+
+
+def ray_against_local(n: int, workers: int) -> None:
+    """The Ray engine (a local Ray of `workers` CPUs, started inside the timing, and without) against the
+    in-process embedder on the same texts."""
+    import ray
+
+    texts = bench_texts(n, seed=1)
+    local = Embedder(EmbedderConfig())
+    local.encode(texts[:8])
+    t0 = time.perf_counter()
+    expected = local.encode(texts)
+    here = time.perf_counter() - t0
+    on_ray = Embedder(EmbedderConfig(engine="ray", ray_workers=workers))
+    t0 = time.perf_counter()
+    first = on_ray.encode(texts)  # starts Ray and the actors
+    cold = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    on_ray.encode(texts)  # Ray up; the actors load the model again (a new dataset)
+    warm = time.perf_counter() - t0
+    ray.shutdown()
+    table(f"Ray Data ({workers} actors) against in-process on {n} texts ({os.cpu_count()} CPUs); "
+          f"max |difference| {float(np.abs(first - expected).max()):.1e}",
+          ["engine", "seconds", "x in-process"],
+          [["in-process", here, 1.0], ["ray, cold (ray.init inside)", cold, here / cold],
+           ["ray, warm", warm, here / warm]])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--part", choices=["quality", "throughput", "daily", "ray", "all"], default="all")
@@ -187,11 +246,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000],
                         help="corpus sizes of the daily-cost table")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "scale")
+    parser.add_argument("--texts", type=int, default=2000, help="texts of the throughput table")
+    parser.add_argument("--ray-texts", type=int, default=10000, help="texts of the Ray table")
+    parser.add_argument("--ray-workers", type=int, default=2)
     args = parser.parse_args(argv)
     if args.part in ("quality", "all"):
         quality(args.demo)
     if args.part in ("daily", "all"):
         daily(args.sizes, args.out)
+    if args.part in ("throughput", "all"):
+        throughput(args.texts)
+    if args.part in ("ray", "all"):
+        ray_against_local(args.ray_texts, args.ray_workers)
     return 0
 
 
