@@ -274,10 +274,17 @@ class Corpus:
     def snapshot(self, run_date: date | str) -> list[StoredDocument]:
         """The corpus as it stood on `run_date`, ordered by doc id (reconstructable for any past date)."""
         rows = self.db.execute(_SNAPSHOT, {"day": _day(run_date)}).fetchall()
+        categories: dict[str, tuple[str, ...]] = {}  # few distinct lists: each decoded once
+
+        def decoded(raw: str) -> tuple[str, ...]:
+            if raw not in categories:
+                categories[raw] = tuple(json.loads(raw))
+            return categories[raw]
+
         return [StoredDocument(
             Document(id=r[0], title=r[1], text=r[2], url=r[3],
                      published=datetime.fromisoformat(r[4]) if r[4] else None,
-                     source=r[5], categories=tuple(json.loads(r[6]))),
+                     source=r[5], categories=decoded(r[6])),
             content_hash=r[7], first_seen=r[8]) for r in rows]
 
     def counts(self, run_date: date | str) -> IngestCounts:

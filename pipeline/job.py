@@ -252,13 +252,16 @@ def _near_copies(config: Config, snapshot: Sequence[StoredDocument], chunks: Seq
     OTHER documents of the corpus first seen by `seen_by`."""
     first_seen = {s.document.id: s.first_seen for s in snapshot}
     keep = np.array([first_seen[c.doc_id] <= seen_by.isoformat() for c in chunks], bool)
-    pool, owners = vectors[keep], np.array([c.doc_id for c, k in zip(chunks, keep) if k], dtype=object)
+    number: dict[str, int] = {}  # documents as integers: comparing (sample x pool) ids as strings was seconds
+    pool = vectors[keep]
+    owners = np.array([number.setdefault(c.doc_id, len(number)) for c, k in zip(chunks, keep) if k], np.int64)
 
     def flags(sample: np.ndarray, sample_chunks: list[Chunk]) -> np.ndarray:
         if not len(pool) or not len(sample):
             return np.zeros(len(sample), bool)
         similarity = sample @ pool.T
-        similarity[np.array([c.doc_id for c in sample_chunks], dtype=object)[:, None] == owners[None, :]] = -1
+        mine = np.array([number.get(c.doc_id, -1) for c in sample_chunks], np.int64)
+        similarity[mine[:, None] == owners[None, :]] = -1
         return similarity.max(axis=1) >= config.drift.duplicate_cosine
 
     return flags

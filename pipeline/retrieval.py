@@ -163,7 +163,10 @@ class Bm25Index:
         if not ids:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         indptr, indices = self.model.scores["indptr"], self.model.scores["indices"]
-        positions = np.unique(np.concatenate([indices[indptr[t]:indptr[t + 1]] for t in ids])).astype(np.int64)
+        hit = np.zeros(self.n, bool)  # a mask, not np.unique: no sort of the posting lists
+        for t in ids:
+            hit[indices[indptr[t]:indptr[t + 1]]] = True
+        positions = np.flatnonzero(hit).astype(np.int64)
         return positions, self._scores(ids)[positions]
 
     def _token_ids(self, query: str) -> list[int]:
