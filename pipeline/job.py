@@ -291,14 +291,17 @@ def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: dat
     position = {c.id: i for i, c in enumerate(chunks)}
 
     def vectors_of(sample_chunks: list[Chunk]) -> np.ndarray:
-        if all(c.id in position for c in sample_chunks):
-            return vectors[[position[c.id] for c in sample_chunks]].reshape(len(sample_chunks), vectors.shape[1])
+        """The run's vectors of these chunks when it holds each of them with the same text (a reference
+        document may have changed or gone since), else the embedding cache's."""
+        at = [position.get(c.id) for c in sample_chunks]
+        if all(i is not None and chunks[i].text == c.text for i, c in zip(at, sample_chunks)):
+            return vectors[at].reshape(len(sample_chunks), vectors.shape[1])
         return embed_cached(corpus, embedder, [c.text for c in sample_chunks]).vectors
 
     current = _sample(config, new_documents, vectors_of,
                       _near_copies(config, snapshot, chunks, vectors, run_date), drift.current_seed(config.drift))
     reference_docs = entered(corpus, reference_window)
-    reference = _sample(config, reference_docs, lambda cs: embed_cached(corpus, embedder, [c.text for c in cs]).vectors,
+    reference = _sample(config, reference_docs, vectors_of,  # the run's vectors, else the cache (deleted since)
                         _near_copies(config, snapshot, chunks, vectors, reference_window.end), config.drift.seed)
     n_ref, n_cur = len(reference), len(current)
     why = drift.not_enough(n_ref, n_cur, config.drift)
