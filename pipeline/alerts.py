@@ -19,7 +19,7 @@ import pandas as pd
 
 from pipeline import series, store
 from pipeline.config import AlertsConfig, DriftConfig
-from pipeline.metrics import parse_series
+from pipeline.metrics import ANSWER_WATCHED, REGISTRY, parse_series
 
 # Rule names, as written to alerts.csv's `rule` column.
 DROP = "drop"
@@ -54,7 +54,9 @@ INCIDENT_PER_PIPELINE = frozenset({DROP, SLOW_DRIFT})
 def condition_of(rule: str, pipeline: str, metric: str) -> tuple[str, ...]:
     """`Alert.condition` of an alerts.csv row: (rule, pipeline) for a pipeline's drop or slow drift, else
     (rule, pipeline, metric)."""
-    return (rule, pipeline) if rule in INCIDENT_PER_PIPELINE else (rule, pipeline, metric)
+    # An answer metric is its own condition: a pipeline's retrieval drop does not hide its answers' drop.
+    per_pipeline = rule in INCIDENT_PER_PIPELINE and metric not in ANSWER_WATCHED
+    return (rule, pipeline) if per_pipeline else (rule, pipeline, metric)
 
 
 # drift.csv verdicts (written by job.drift_rows; drift.py defines how each is reached).
@@ -178,12 +180,37 @@ def _p(test: series.Contrast, key: series.SeriesKey, config: AlertsConfig) -> fl
     return test.p_value
 
 
+@dataclass(frozen=True)
+class AnswerKey(series.SeriesKey):
+    """An answer metric's series: per_answer.csv's values per question, without a k."""
+
+    @property
+    def name(self) -> str:
+        return self.metric.name
+
+
+ANSWER_K = 0  # the k of the answer series in the per-question frame the rules read
+
+
+def answer_series(per_answer: pd.DataFrame) -> pd.DataFrame:
+    """per_answer.csv in the shape the rules read (per_question's: run_date, pipeline, k, question_id and a
+    column per metric)."""
+    frame = per_answer[[store.RUN_DATE, store.PIPELINE, store.QUESTION_ID, *ANSWER_WATCHED]].copy()
+    frame[store.K] = ANSWER_K
+    return frame
+
+
 def _retrieval_tests(per_question: pd.DataFrame, pipelines: Sequence[str], today: pd.Timestamp,
                      config: AlertsConfig, ks: Sequence[int]) -> list[_Tested]:
     """The drop and slow-drift tests of every watched series, with Holm-adjusted p-values per rule."""
+    return _tests(per_question, series.keys(config, ks, pipelines), today, config)
+
+
+def _tests(per_question: pd.DataFrame, keys: Sequence[series.SeriesKey], today: pd.Timestamp,
+           config: AlertsConfig) -> list[_Tested]:
     start = pd.Timestamp(config.reference_start) if config.reference_start else None
     drops, slows = [], []
-    for key, matrix in series.question_matrices(per_question, series.keys(config, ks, pipelines)).items():
+    for key, matrix in series.question_matrices(per_question, keys).items():
         if matrix.empty or today not in matrix.days:
             continue
         today_test, confirm = _drop_candidates(matrix, key, today, config)
@@ -407,10 +434,24 @@ def mark_ongoing(alerts: Sequence[Alert], today: pd.Timestamp, runs: pd.DataFram
     return marked
 
 
+def answer_alerts(day: str, today: pd.Timestamp, per_answer: pd.DataFrame | None, config: AlertsConfig,
+                  trusted: dict[str, bool] | None = None) -> list[Alert]:
+    """The drop and slow-drift rules over the answer metrics of per_answer.csv (the same tests and thresholds
+    as the retrieval series, at the criticality's threshold), Holm over the answer series. A judged
+    metric that `trusted` does not mark True (its judge's kappa against the labels) is not tested."""
+    if per_answer is None or per_answer.empty:
+        return []
+    watched = [m for m in ANSWER_WATCHED if m == "k_precision" or (trusted or {}).get(m, False)]
+    pipelines = list(dict.fromkeys(per_answer.loc[_days(per_answer) == today, store.PIPELINE]))
+    keys = [AnswerKey(p, REGISTRY[m], ANSWER_K) for p in pipelines for m in watched]
+    return _retrieval_alerts(day, _tests(answer_series(per_answer), keys, today, config), config)
+
+
 def evaluate_alerts(run_date: date, metrics: pd.DataFrame, per_question: pd.DataFrame, drift: pd.DataFrame,
                     runs: pd.DataFrame, config: AlertsConfig, ks: tuple[int, ...],
                     previous: pd.DataFrame, drift_config: DriftConfig | None = None,
-                    targets: pd.DataFrame | None = None) -> list[Alert]:
+                    targets: pd.DataFrame | None = None, per_answer: pd.DataFrame | None = None,
+                    trusted: dict[str, bool] | None = None) -> list[Alert]:
     """Every alert of one run date, from the full histories (including that date's rows).
 
     `previous` is alerts.csv's history; rows of `run_date` itself in it are ignored, so re-running
@@ -428,5 +469,6 @@ def evaluate_alerts(run_date: date, metrics: pd.DataFrame, per_question: pd.Data
         *_gold_missing_alerts(day, today, per_question),
         *_feed_alerts(day, today, runs),
         *_target_alerts(day, today, targets),
+        *answer_alerts(day, today, per_answer, config, trusted),
     ]
     return mark_ongoing(alerts, today, runs, previous)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
-from pipeline import store
+from pipeline import answers, store
 from pipeline.config import Config, require_sources
 from pipeline.corpus import CORPUS_FILE
 from pipeline.corpus import check_file as check_corpus
@@ -66,9 +66,11 @@ class CheckReport:
 
 def validate_inputs(config: Config) -> list[GoldQuestion]:
     """What a run would refuse as bad input (exit 2), checked read-only: sources configured, the gold set, the
-    store's files, the corpus file and the query log. Returns the gold set."""
+    store's files, the corpus file, the query log and the answer layer's logged answers and labels. Returns the
+    gold set."""
     require_sources(config)
     gold = load_gold(config.gold)
+    answers.check_inputs(config, gold)
     store.validate(config.data_dir)
     check_corpus(config.data_dir / CORPUS_FILE)
     if config.drift.query_log is not None:

@@ -99,6 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--baseline", default=None, help="a report from an earlier eval (e.g. of the main branch)")
     gate.add_argument("--baseline-optional", action="store_true",
                       help="a missing --baseline file skips the drop check instead of exiting 2 (a first run)")
+    gate.add_argument("--generation", action="store_true",
+                      help="also run the answer layer of [generation] (logged or generated answers, the judge); "
+                           "for a schedule or on demand, not every pull request")
+    gate.add_argument("--min-faithfulness", type=float, default=None,
+                      help="minimum judged faithfulness of the answers (with --generation; only a trusted judge gates)")
+    gate.add_argument("--min-answer-relevance", type=float, default=None,
+                      help="minimum judged answer relevance (with --generation; only a trusted judge gates)")
+    gate.add_argument("--min-k-precision", type=float, default=None,
+                      help="minimum K-precision of the answers (with --generation; the offline heuristic)")
     gate.add_argument("--out", default=None, help="where to write this run's JSON report")
     gate.add_argument("--work-dir", default=None,
                       help="keep the embedding cache here between runs (each run scores only its --docs)")
@@ -162,6 +171,24 @@ def build_parser() -> argparse.ArgumentParser:
                                      "is unreachable or a gold id is missing, 2 on a bad config.")
     _common(chk)
 
+    exp = sub.add_parser("export", help="publish stored runs to the [export.*] exporters (MLflow, Prometheus, whylogs)",
+                         description="Push the stored series of the runs from --start to --end (default: every run) "
+                                     "to each exporter the config enables: MLflow (a date already logged is "
+                                     "rebuilt, never duplicated), the Prometheus textfile (the latest run) and the "
+                                     "whylogs profiles. Exit 1 when an exporter failed.")
+    exp.add_argument("--start", type=_date, default=None, help="first run date (default: the first run)")
+    exp.add_argument("--end", type=_date, default=None, help="last run date (default: the latest run)")
+    _common(exp)
+
+    metrics = sub.add_parser("serve-metrics", help="serve the latest run's series as Prometheus metrics over HTTP",
+                             description="Serve /metrics (the Prometheus text format, the same gauges as "
+                                         "[export.prometheus]) from the data directory of --data-dir or the config, "
+                                         "read again on every scrape, until interrupted.")
+    metrics.add_argument("--port", type=int, required=True, help="the port to listen on")
+    metrics.add_argument("--addr", default="127.0.0.1",
+                         help="the address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
+    _common(metrics)
+
     app = sub.add_parser("app", help="open the dashboard (streamlit run app.py) on a data directory",
                          description="Run the Streamlit dashboard (app.py, from the repository or the installed "
                                      "copy) on the data directory of --data-dir, $DRIFTWATCH_DATA_DIR or the config "
@@ -192,10 +219,14 @@ def _summary(result) -> str:
 
 
 def _signal_lines(result) -> list[str]:
-    """The run's label-free early warnings per pipeline, and the targets that could not be scored."""
+    """The run's label-free early warnings per pipeline, the targets that could not be scored, and the answer
+    layer's means."""
+    from pipeline import answers
     from pipeline.signals import summary
 
     lines = [f"  target {o.name} FAILED: {o.message}" for o in result.failed_targets]
+    if result.answers is not None:
+        lines.append(f"  answers: {answers.summary(result.answers)}")
     table = summary(result.signals)
     if table:
         lines.append("  early warnings: " + "; ".join(
@@ -295,10 +326,12 @@ def _eval(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     report = evaluate_documents(_base_config(args.config), Path(args.gold), [Path(d) for d in args.docs], args.k,
                                 Path(args.work_dir) if args.work_dir else None, targets=args.target,
-                                run_date=args.date)
+                                run_date=args.date, generation=args.generation)
     print(table(report, baseline))
+    minimums = {m: v for m, v in (("faithfulness", args.min_faithfulness), ("answer_relevance", args.min_answer_relevance),
+                                  ("k_precision", args.min_k_precision)) if v is not None}
     verdict = judge(report, min_recall=args.min_recall_at_k, max_drop=args.max_drop, baseline=baseline,
-                    pipelines=args.pipeline or args.target)
+                    pipelines=args.pipeline or args.target, answer_minimums=minimums)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
@@ -478,8 +511,52 @@ def _app(args: argparse.Namespace) -> int:
         return EXIT_OK
 
 
+def _export(args: argparse.Namespace) -> int:
+    from pipeline import store
+    from pipeline.config import ConfigError
+    from pipeline.exporters import EXPORTERS, enabled, export
+
+    config = load_config(args.config, data_dir=args.data_dir)
+    if not enabled(config):
+        raise ConfigError(f"{config.file}: no [export.*] section ({', '.join(EXPORTERS)}): nothing to export")
+    days = [d.date() for d in store.read_runs(config.data_dir)[store.RUN_DATE]]
+    days = [d for d in days if (args.start is None or d >= args.start) and (args.end is None or d <= args.end)]
+    if not days:
+        print(f"error: no run in {config.data_dir} from {args.start or 'the first'} to {args.end or 'the last'}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    with store.run_lock(config.data_dir):  # not while a run writes (and exports) the same store
+        outcomes = export(config, days)
+    for outcome in outcomes:
+        print(f"{outcome.exporter}: {outcome.where}: " + ("ok" if outcome.ok else f"FAILED: {outcome.error}"))
+    print(f"{len(days)} runs ({days[0]} .. {days[-1]}) of {config.data_dir} exported")
+    return EXIT_OK if all(o.ok for o in outcomes) else EXIT_ALERT
+
+
+def _serve_metrics(args: argparse.Namespace) -> int:
+    from pipeline import store
+    from pipeline.exporters import serve
+    from pipeline.views import resolve_data_dir
+
+    data_dir = resolve_data_dir(args.config, args.data_dir)
+    store.validate(data_dir)  # a bad store is said now, not on the first scrape
+    try:
+        server, thread = serve(data_dir, args.port, args.addr)
+    except OSError as exc:  # the port is taken, or the address is not this machine's
+        print(f"error: cannot listen on {args.addr}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"serving the metrics of {data_dir} on http://{args.addr}:{server.server_port}/metrics", file=sys.stderr,
+          flush=True)
+    try:
+        thread.join()
+    except KeyboardInterrupt:
+        server.shutdown()
+    return EXIT_OK
+
+
 COMMANDS = {"run": _run, "backfill": _backfill, "rebaseline": _rebaseline, "eval": _eval, "demo": _demo,
-            "simulate": _simulate, "report": _report, "init": _init, "check": _check, "app": _app}
+            "simulate": _simulate, "report": _report, "init": _init, "check": _check, "app": _app,
+            "export": _export, "serve-metrics": _serve_metrics}
 
 
 def _configure_logging(verbose: bool) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -227,6 +228,84 @@ class AlertsConfig:
         return tuple(f"{m}@{k}" for m in DEFAULT_WATCHED)
 
 
+GENERATION_MODES = ("off", "logged", "generate")
+MAX_GENERATION_TOKENS = 100_000
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """The answer layer (pipeline/answers.py, pipeline/judge.py). Off by default: no endpoint is needed for
+    anything else. `logged` reads the team's own answers; `generate` answers every gold question from the top
+    `k` of `pipeline` with the chat endpoint at `base_url`."""
+
+    mode: str = "off"  # off | logged | generate
+    logged: Path | None = None  # logged answers: a JSONL file, or a folder of YYYY-MM-DD.jsonl files
+    labels: Path | None = None  # human labels (CSV) the judge and the heuristics are checked against
+    base_url: str | None = None  # an OpenAI-compatible endpoint, e.g. http://localhost:8000/v1
+    model: str | None = None  # the generator's model name at base_url
+    api_key_env: str | None = None  # NAME of the environment variable holding the API key (none: no key)
+    temperature: float = 0.0
+    max_tokens: int = 512  # per completion
+    pipeline: str | None = None  # generate: the target whose top-k is the context (default: the first target)
+    k: int = 5  # generate: documents in the context
+    judge: bool | None = None  # judge the answers with the LLM (default: when base_url is set)
+    judge_model: str | None = None  # default: model
+    timeout: float = 60.0  # wall-clock seconds per call, connect to last byte
+    retries: int = 2  # further attempts after a timeout, a connection error, 429 or 5xx
+    concurrency: int = 4  # calls in flight at once
+    max_calls: int = 2000  # per run; past it the rest is not_judged
+    max_tokens_per_run: int = 2_000_000  # prompt + completion tokens per run, as the server reports them
+    min_kappa: float = 0.6  # a judged metric below this agreement with humans cannot fire an alert or fail a gate
+    require_citations: bool | None = None  # flag answers citing no [doc id] (default: in generate mode)
+
+    @property
+    def judging(self) -> bool:
+        return self.base_url is not None if self.judge is None else self.judge
+
+    @property
+    def judge_name(self) -> str:
+        return self.judge_model or self.model or ""
+
+    @property
+    def citations_required(self) -> bool:
+        return self.mode == "generate" if self.require_citations is None else self.require_citations
+
+
+@dataclass(frozen=True)
+class MlflowExportConfig:
+    # A folder (relative to the config file; MLflow's file store) or a tracking server's http(s) URL, or any
+    # other URI the installed mlflow takes (sqlite:///..., databricks).
+    tracking_uri: str = "mlruns"
+    experiment: str = "driftwatch"
+    timeout: float = 30.0  # wall-clock seconds for one export (every request to the server within it)
+
+
+@dataclass(frozen=True)
+class PrometheusExportConfig:
+    path: Path  # the textfile node_exporter's textfile collector reads (a name ending in .prom)
+
+
+@dataclass(frozen=True)
+class WhylogsExportConfig:
+    # The day's new chunk embeddings are profiled through a fixed seeded random projection to this many
+    # columns (distances roughly kept, comparable from day to day); 0 profiles every dimension.
+    projection_dims: int = 16
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    """Where the series are published besides the CSV store; a section present turns its exporter on."""
+
+    mlflow: MlflowExportConfig | None = None
+    prometheus: PrometheusExportConfig | None = None
+    whylogs: WhylogsExportConfig | None = None
+
+
+# The package each exporter needs, and the pip extra that installs it.
+EXPORT_PACKAGES = {"mlflow": "mlflow", "prometheus": "prometheus_client", "whylogs": "whylogs"}
+MAX_PROJECTION_DIMS = 1024
+
+
 @dataclass(frozen=True)
 class Config:
     data_dir: Path
@@ -242,6 +321,8 @@ class Config:
     drift: DriftConfig = field(default_factory=DriftConfig)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
     targets: tuple[TargetConfig, ...] = ()  # none: the builtin retrieval.pipelines, as before targets existed
+    export: ExportConfig = field(default_factory=ExportConfig)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
     file: Path | None = None  # where it was read from (not a setting)
 
     def config_hash(self) -> str:
@@ -443,6 +524,8 @@ def _check(cfg: Config, src: str) -> None:
     if not 0 <= a.webhook_retries <= MAX_WEBHOOK_RETRIES:
         raise bad("alerts.webhook_retries", f"must be >= 0 and <= {MAX_WEBHOOK_RETRIES}")
     _check_targets(cfg, bad)
+    _check_exports(cfg.export, bad)
+    _check_generation(cfg, bad)
     names = [s.name for s in cfg.sources]
     for i, s in enumerate(cfg.sources):
         if not s.name.strip():
@@ -453,6 +536,42 @@ def _check(cfg: Config, src: str) -> None:
             raise bad(f"sources[{i}].url", f"only http(s) URLs are supported, got {s.url!r}")
         if names.count(s.name) > 1:
             raise bad(f"sources[{i}].name", f"duplicate source name {s.name!r}")
+
+
+def _check_exports(export: ExportConfig, bad: Callable[[str, str], ConfigError]) -> None:
+    for name, package in EXPORT_PACKAGES.items():
+        if getattr(export, name) is not None and importlib.util.find_spec(package) is None:
+            raise bad(f"export.{name}", f"needs the {package} package, which is not installed: "
+                                        f"pip install 'driftwatch[{name}]'")
+    m = export.mlflow
+    if m is not None:
+        if not m.tracking_uri.strip():
+            raise bad("export.mlflow.tracking_uri", "must not be empty (a folder or a server URL)")
+        if not m.experiment.strip():
+            raise bad("export.mlflow.experiment", "must not be empty")
+        if not 0 < m.timeout <= MAX_TIMEOUT:
+            raise bad("export.mlflow.timeout", f"must be a number of seconds > 0 and <= {MAX_TIMEOUT:g}")
+    if export.prometheus is not None and export.prometheus.path.suffix != ".prom":
+        raise bad("export.prometheus.path", "must end in .prom (node_exporter's textfile collector reads only those)")
+    if export.whylogs is not None and not 0 <= export.whylogs.projection_dims <= MAX_PROJECTION_DIMS:
+        raise bad("export.whylogs.projection_dims", f"must be >= 0 and <= {MAX_PROJECTION_DIMS} (0: every dimension)")
+
+
+_URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def has_scheme(uri: str) -> bool:
+    """A URI with a scheme (http://, file:, sqlite:, databricks), not a path (nor a Windows drive letter)."""
+    return bool(_URI_SCHEME.match(uri)) and not re.match(r"[A-Za-z]:[\\/]", uri)
+
+
+def _tracking_uri(uri: str, base: Path) -> str:
+    """A tracking URI with a scheme stays as it is; a folder is relative to the config file, like every other
+    path."""
+    if has_scheme(uri):
+        return uri
+    path = Path(uri).expanduser()
+    return str(path if path.is_absolute() else base / path)
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -531,6 +650,44 @@ def _check_targets(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
             raise bad(f"{key}.format", f"must be one of {', '.join(RUN_FORMATS)}, got {t.format!r}")
 
 
+def _check_generation(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
+    g = cfg.generation
+    if g.mode not in GENERATION_MODES:
+        raise bad("generation.mode", f"must be one of {', '.join(GENERATION_MODES)}, got {g.mode!r}")
+    if g.mode == "logged" and g.logged is None:
+        raise bad("generation.logged", "mode = \"logged\" needs the file (or folder) of logged answers")
+    if g.mode == "generate" and g.base_url is None:
+        raise bad("generation.base_url", "mode = \"generate\" needs an OpenAI-compatible endpoint")
+    if g.base_url is not None and not _is_http(g.base_url):
+        raise bad("generation.base_url", f"must be an http(s) URL, got {g.base_url!r}")
+    if g.base_url is not None and not (g.judge_model or g.model):
+        raise bad("generation.model", "name the model served at generation.base_url")
+    if g.judge and g.base_url is None:
+        raise bad("generation.judge", "the judge needs generation.base_url")
+    if g.api_key_env is not None and not _ENV_NAME.fullmatch(g.api_key_env):
+        raise bad("generation.api_key_env", "give the NAME of an environment variable holding the key "
+                                            "(secrets are never written in the config)")
+    if not 0 <= g.temperature <= 2:
+        raise bad("generation.temperature", "must be within [0, 2]")
+    if not 0 < g.max_tokens <= MAX_GENERATION_TOKENS:
+        raise bad("generation.max_tokens", f"must be > 0 and <= {MAX_GENERATION_TOKENS}")
+    if g.pipeline is not None and g.pipeline not in [t.name for t in target_list(cfg)]:
+        raise bad("generation.pipeline", f"no target {g.pipeline!r} (targets: "
+                                         f"{', '.join(t.name for t in target_list(cfg))})")
+    if not 1 <= g.k <= cfg.retrieval.candidate_depth:
+        raise bad("generation.k", f"must be >= 1 and <= retrieval.candidate_depth ({cfg.retrieval.candidate_depth})")
+    if not 0 < g.timeout <= MAX_TIMEOUT:
+        raise bad("generation.timeout", f"must be a number of seconds > 0 and <= {MAX_TIMEOUT:g}")
+    if not 0 <= g.retries <= MAX_TARGET_RETRIES:
+        raise bad("generation.retries", f"must be >= 0 and <= {MAX_TARGET_RETRIES}")
+    if not 1 <= g.concurrency <= MAX_CONCURRENCY:
+        raise bad("generation.concurrency", f"must be >= 1 and <= {MAX_CONCURRENCY}")
+    if g.max_calls < 0 or g.max_tokens_per_run < 0:
+        raise bad("generation.max_calls", "max_calls and max_tokens_per_run must be >= 0")
+    if not -1 <= g.min_kappa <= 1:
+        raise bad("generation.min_kappa", "Cohen's kappa lies within [-1, 1]")
+
+
 def target_list(cfg: Config) -> tuple[TargetConfig, ...]:
     """The retrievers a run evaluates: the [[targets]], else one builtin target per retrieval.pipelines entry."""
     return cfg.targets or tuple(TargetConfig(name=p, kind="builtin", pipeline=p) for p in cfg.retrieval.pipelines)
@@ -582,6 +739,9 @@ def load_config(path: Path | str | None = None, *, data_dir: Path | str | None =
         raise ConfigError(f"{path}: {exc}") from None
     cfg = cfg.replace(embedder=dataclasses.replace(cfg.embedder, model=_model_path(cfg.embedder.model, base)),
                       rerank=dataclasses.replace(cfg.rerank, model=_model_path(cfg.rerank.model, base)))
+    if cfg.export.mlflow is not None:
+        mlflow = dataclasses.replace(cfg.export.mlflow, tracking_uri=_tracking_uri(cfg.export.mlflow.tracking_uri, base))
+        cfg = cfg.replace(export=dataclasses.replace(cfg.export, mlflow=mlflow))
     override = data_dir or os.environ.get(ENV_DATA_DIR)
     if override:
         cfg = cfg.replace(data_dir=Path(override).expanduser().resolve())

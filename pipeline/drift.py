@@ -9,7 +9,6 @@ from __future__ import annotations
 from pipeline.errors import DriftwatchError
 
 import dataclasses
-import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 from scipy import stats
 
+from pipeline import jsonl
 from pipeline.config import DriftConfig
 
 EVIDENTLY_SAMPLE_CAP = 2000  # rows per side given to Evidently's classifier (it trains one per call)
@@ -212,6 +212,7 @@ def parse_query_log(lines: Iterable[str], source: str, window_end: date, window_
     line, no dates: the first half is the reference, the second half (the larger, for an odd count) current."""
     if window_days < 1:
         raise ValueError(f"window_days must be >= 1, got {window_days}")
+    lines = list(lines)
     numbered = [(n, line.strip()) for n, line in enumerate(lines, start=1) if line.strip()]
     if not numbered or not numbered[0][1].startswith("{"):
         queries = [text for _, text in numbered]
@@ -219,14 +220,7 @@ def parse_query_log(lines: Iterable[str], source: str, window_end: date, window_
         return QueryWindow(reference=queries[:half], current=queries[half:])
     start = window_end - timedelta(days=window_days - 1)
     window = QueryWindow(reference=[], current=[])
-    for lineno, text in numbered:
-        where = f"{source}:{lineno}"
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DriftError(f"{where}: not valid JSON: {exc.msg} (column {exc.colno})") from None
-        if not isinstance(obj, dict):
-            raise DriftError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    for _, where, obj in jsonl.objects(lines, source, DriftError):
         query = obj.get("query")
         if not isinstance(query, str) or not query.strip():
             raise DriftError(f"{where}: 'query' must be a non-empty string")

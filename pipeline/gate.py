@@ -11,11 +11,12 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, timezone
 from pathlib import Path
 
-from pipeline import store
-from pipeline.config import Config, SourceConfig, TargetConfig, target_list
+from pipeline import answers, store
+from pipeline.config import Config, ExportConfig, GenerationConfig, SourceConfig, TargetConfig, target_list
 from pipeline.corpus import Corpus
 from pipeline.demo import clear_history
 from pipeline.errors import DriftwatchError
+from pipeline.gold import load_gold
 from pipeline.job import run_day
 from pipeline.metrics import MEAN_NAMES
 from pipeline.targets import run_file
@@ -74,17 +75,24 @@ def gated_targets(config: Config, names: Sequence[str], docs: Sequence[Path], ru
 
 
 def evaluate_documents(config: Config, gold: Path, docs: Sequence[Path], k: int, work_dir: Path | None = None,
-                       targets: Sequence[str] | None = None, run_date: date | None = None) -> dict:
+                       targets: Sequence[str] | None = None, run_date: date | None = None,
+                       generation: bool = False) -> dict:
     """Run every configured pipeline (or the `targets` named) over exactly `docs` (feed files or folders) and
     return the report dict. An external target answers from its own index: it needs no `docs`; a runs target
     reads the results logged for `run_date` (default today). A target that fails makes the gate unjudgeable.
 
-    With `work_dir` the embedding cache stays there between evaluations; the previous evaluation's documents
-    and series are cleared first. The report's fingerprint names the gold set (its bytes), the documents
+    With `generation` the answer layer of [generation] runs too (its report under "answers"); without it the
+    gate never calls a generator or a judge.
+
+    With `work_dir` the embedding cache (and the judge's cache) stays there between evaluations; the previous
+    evaluation's documents and series are cleared first. The report's fingerprint names the gold set (its bytes), the documents
     scored (ids and content hashes; for external targets only, their names) and the settings (config hash).
     """
     if targets:
         config = config.replace(targets=gated_targets(config, targets, docs, run_date or date.today()))
+    if generation and config.generation.mode == "off":
+        raise GateError(f"{config.file or 'the configuration'}: eval --generation needs a [generation] section "
+                        "with mode = \"logged\" or \"generate\"")
     ks = tuple(sorted(set(config.retrieval.k) | {k}))
     with tempfile.TemporaryDirectory(prefix="driftwatch-eval-") as tmp:
         data_dir = Path(work_dir) if work_dir else Path(tmp)
@@ -97,6 +105,9 @@ def evaluate_documents(config: Config, gold: Path, docs: Sequence[Path], k: int,
             corpus=replace(config.corpus, max_age_days=None),  # every document counts, however old
             drift=replace(config.drift, evidently=False, query_log=None),
             alerts=replace(config.alerts, webhook_url=None, floors={}, drop={}, metrics=()),
+            export=ExportConfig(),  # a gate's throwaway store is published nowhere
+            generation=_gate_generation(config, Path(gold), run_date or date.today(), Path(tmp)) if generation
+            else GenerationConfig(),
         )
         result = run_day(cfg, ALL_DATES, notify=False)
         with Corpus.in_dir(data_dir) as corpus:
@@ -114,7 +125,40 @@ def evaluate_documents(config: Config, gold: Path, docs: Sequence[Path], k: int,
                         "config": config.config_hash()},
         "docs_total": result.run["docs_total"], "chunks_total": result.run["chunks_total"],
         "pipelines": _pipelines(result, k),
+        **({"answers": answers_report(result.answers, config.generation)} if result.answers is not None else {}),
     }
+
+
+def _gate_generation(config: Config, gold: Path, day: date, tmp: Path) -> GenerationConfig:
+    """[generation] for the gate's run, whose date is not a calendar date: logged answers are those of `day`
+    (the --date, default today), copied undated into `tmp`."""
+    g = config.generation
+    if g.mode != "logged":
+        return g
+    records = answers.read_logged(g.logged, load_gold(gold), day)
+    path = tmp / "logged-answers.jsonl"
+    path.write_text("".join(json.dumps({"question_id": r.question_id, "answer": r.answer, "reference": r.reference,
+                                        "contexts": [{"id": c.id, "text": c.text} for c in r.contexts]}) + "\n"
+                            for r in records), encoding="utf-8")
+    return replace(g, logged=path)
+
+
+def answers_report(run: answers.AnswerRun, generation: GenerationConfig) -> dict:
+    """The answer layer in a report: per pipeline, each source:metric's value, n and undetermined; and whether
+    each judged metric's judge is trusted (its kappa against the labels of this evaluation), with why."""
+    out: dict[str, dict] = {}
+    for row in run.generation:
+        entry = out.setdefault(row["pipeline"], {"means": {}, "n": {}, "undetermined": {}})
+        name = f"{row['source']}:{row['metric']}"
+        value = row["value"]
+        entry["means"][name] = None if isinstance(value, float) and math.isnan(value) else value
+        entry["n"][name], entry["undetermined"][name] = row["n"], row["undetermined"]
+    import pandas as pd
+
+    frame = pd.DataFrame(run.agreement, columns=store.AGREEMENT_COLUMNS)
+    trust = answers.trusted_metrics(frame, generation.judge_name) if generation.judging else {}
+    return {"pipelines": out, "trust": {m: {"trusted": ok, "why": why} for m, (ok, why) in trust.items()},
+            "events": run.events}
 
 
 def _pipelines(result, k: int) -> dict[str, dict]:
@@ -203,8 +247,41 @@ def _drops(report: dict, baseline: dict, pipeline: str, max_drop: float) -> tupl
             f"{change:+.4f}, {old:.4f} -> {new:.4f})"], []
 
 
+# What eval's --min-faithfulness and the like bound: the report's answers metric (source:metric).
+ANSWER_MINIMUMS = {"faithfulness": "judge:faithfulness", "answer_relevance": "judge:answer_relevance",
+                   "k_precision": "heuristic:k_precision"}
+
+
+def judge_answers(report: dict, minimums: dict[str, float]) -> tuple[list[str], list[str], list[str]]:
+    """(checked, reasons, notes) of the answer minimums: each pipeline's mean at least the minimum; a judged
+    metric whose judge is not trusted (kappa under generation.min_kappa, or no labels) is noted, never failed."""
+    checked, reasons, notes = [], [], []
+    section = report.get("answers")
+    if section is None:
+        return [], [f"{', '.join(minimums)} gated, but the report has no answers (run eval --generation)"], []
+    for metric, minimum in minimums.items():
+        trust = section["trust"].get(metric)
+        if metric in answers.JUDGED_WATCHED and not section["trust"]:
+            reasons.append(f"{metric} is gated but no judge ran ([generation] judge, base_url)")
+            continue
+        if trust is not None and not trust["trusted"]:
+            notes.append(f"{metric} not gated: {trust['why']}")
+            continue
+        for pipeline, values in section["pipelines"].items():
+            value = values["means"].get(ANSWER_MINIMUMS[metric])
+            name = f"{metric} of {pipeline} answers"
+            if value is None:
+                reasons.append(f"{name} is undefined (no answer was scored): it cannot be held to {minimum:.4f}")
+            elif value < minimum:
+                reasons.append(f"{name} is {value:.4f}, below the minimum {minimum:.4f} "
+                               f"({values['undetermined'][ANSWER_MINIMUMS[metric]]} undetermined)")
+            else:
+                checked.append(f"{name} is {value:.4f}, at least the minimum {minimum:.4f}")
+    return checked, reasons, notes
+
+
 def judge(report: dict, *, min_recall: float | None, max_drop: float | None, baseline: dict | None,
-          pipelines: Sequence[str] | None = None) -> Verdict:
+          pipelines: Sequence[str] | None = None, answer_minimums: dict[str, float] | None = None) -> Verdict:
     """Judge each gated pipeline (`pipelines`; by default every pipeline of the report and of the baseline).
 
     It fails when its recall@k is under `min_recall`, when any gated mean fell by more than `max_drop`
@@ -231,7 +308,10 @@ def judge(report: dict, *, min_recall: float | None, max_drop: float | None, bas
         reasons += failed
     if max_drop is not None and baseline is None:
         notes.append("no baseline report: the drop check was skipped")
-    if min_recall is None and max_drop is None:
+    if answer_minimums:
+        more = judge_answers(report, answer_minimums)
+        checked, reasons, notes = checked + more[0], reasons + more[1], notes + more[2]
+    elif min_recall is None and max_drop is None:
         notes.append("nothing was gated: give --min-recall-at-k and/or --max-drop")
     return Verdict(tuple(checked), tuple(reasons), tuple(notes))
 
@@ -254,4 +334,9 @@ def table(report: dict, baseline: dict | None = None) -> str:
             old = before.get(metric)
             tail = f"{old:>10.4f}{new - old:>+9.4f}" if old is not None else f"{'-':>10}{'':>9}"
             lines.append(f"{pipeline:<14}{metric + '@' + str(k):<12}{new:>9.4f}{tail}")
+    for pipeline, values in report.get("answers", {}).get("pipelines", {}).items():
+        lines += ["", f"{'answers':<14}{'source:metric':<30}{'value':>9}{'n':>5}{'undet.':>8}"]
+        for name, value in values["means"].items():
+            shown = f"{value:>9.4f}" if value is not None else f"{'-':>9}"
+            lines.append(f"{pipeline:<14}{name:<30}{shown}{values['n'][name]:>5}{values['undetermined'][name]:>8}")
     return "\n".join(lines)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline import jsonl
 from pipeline.errors import DriftwatchError
 from pipeline.store import MAX_ID_LENGTH
 
@@ -64,18 +64,7 @@ def _grades(value: object, where: str) -> dict[str, int]:
 def parse_gold(lines: Iterable[str], source: str) -> list[GoldQuestion]:
     questions: list[GoldQuestion] = []
     seen: dict[str, int] = {}
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{source}:{lineno}"
-        if len(line) > MAX_LINE_LENGTH:
-            raise GoldError(f"{where}: the line is {len(line)} characters, over {MAX_LINE_LENGTH}")
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise GoldError(f"{where}: not valid JSON: {exc.msg} (column {exc.colno})") from None
-        if not isinstance(obj, dict):
-            raise GoldError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    for lineno, where, obj in jsonl.objects(lines, source, GoldError, max_length=MAX_LINE_LENGTH):
         unknown = sorted(set(obj) - set(KEYS))
         if unknown:
             raise GoldError(f"{where}: unknown key {unknown[0]!r} (valid: {', '.join(KEYS)})")

@@ -14,7 +14,7 @@ from datetime import date, datetime, timedelta, timezone
 import numpy as np
 import pandas as pd
 
-from pipeline import drift, indexes, signals, store
+from pipeline import answers, drift, indexes, signals, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
 from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document
@@ -22,6 +22,7 @@ from pipeline.config import Config, TargetConfig, builtin_pipelines, require_sou
 from pipeline.corpus import CORPUS_FILE, Corpus, StoredDocument
 from pipeline.corpus import check_file as check_corpus
 from pipeline.embeddings import Embedder, embed_cached, locate_model
+from pipeline.exporters import export, with_events
 from pipeline.gold import GoldQuestion, load_gold
 from pipeline.metrics import MEAN_NAMES, METRICS, evaluate
 from pipeline.retrieval import RERANKER, Ranking, Reranker, Retriever
@@ -43,6 +44,7 @@ class RunResult:
     notified: bool | None = None  # outbox delivery: None when nothing was to be sent, False when some stays
     signals: list[dict] = field(default_factory=list)  # the signals.csv rows (label-free early warnings)
     failed_targets: list[Outcome] = field(default_factory=list)  # targets that could not be scored, with why
+    answers: answers.AnswerRun | None = None  # the answer layer's rows (None when generation.mode is off)
 
     def mean(self, pipeline: str, metric: str, k: int) -> float:
         for row in self.metrics:
@@ -345,7 +347,7 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict) -> tuple[list
     alerts = evaluate_alerts(run_date, store.read_metrics(data_dir), store.read_per_question(data_dir),
                              store.read(data_dir, store.DRIFT), runs, config.alerts, config.retrieval.k,
                              stored[stored["run_date"] < pd.Timestamp(run_date)], config.drift,
-                             store.read(data_dir, store.TARGETS))
+                             store.read(data_dir, store.TARGETS), *answers.alert_inputs(config))
     same_day = stored[stored["run_date"] == pd.Timestamp(run_date)]
     seen = set(zip(same_day["rule"], same_day["pipeline"].fillna(""), same_day["metric"].fillna("")))
     return alerts, [a for a in alerts if a.new and a.key not in seen]
@@ -358,6 +360,7 @@ def check_inputs(config: Config, run_date: date, embedder: Embedder) -> tuple[li
     domain error that names the bad input."""
     _check_sources(config)
     gold = load_gold(config.gold)
+    answers.check_inputs(config, gold)
     store.validate(config.data_dir)
     check_corpus(config.data_dir / CORPUS_FILE)
     if config.drift.query_log is not None:
@@ -399,7 +402,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
 
     Every target (the builtin pipelines, or the [[targets]]) is evaluated the same way; a target that fails
     is recorded in targets.csv (and alerted) and gets no metric rows that day, the others go on.
-    Order of writes: per_question, metrics, drift, signals, targets, alerts, then runs; a runs.csv row
+    Order of writes: per_question, metrics, drift, signals, targets, alerts, the [export.*] exporters (a failure
+    is noted in the row's events, never fatal; `seconds` stops before them), then runs; a runs.csv row
     therefore means the date's other rows are complete. Notification comes last and never fails the run.
     """
     started, t0 = _now(), time.perf_counter()
@@ -451,6 +455,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         by_pipeline_metrics = {p: [r for r in metric_rows if r["pipeline"] == p] for p in builtin}
         by_pipeline_questions = {p: [r for r in question_rows if r["pipeline"] == p] for p in builtin}
         metric_rows, question_rows = [], []
+        ranked_by_target: dict[str, list[Ranking]] = {}
         for target in target_list(config):
             if target.kind == "builtin":
                 pipeline = target.pipeline or target.name
@@ -467,6 +472,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                 metrics, per_question = ranking_rows(config, target.name, ranked, gold, None, run_date)
                 metric_rows += metrics
                 question_rows += per_question
+            ranked_by_target[target.name] = ranked
             signal_rows += signals.signal_rows(run_date.isoformat(), target.name, ranked, gold, config.retrieval.k,
                                                history, config.alerts.window)
         drift_table = drift_rows(config, corpus, embedder, run_date, snapshot, chunks, embedded.vectors, top1)
@@ -483,12 +489,19 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             "chunks_embedded": embedded.n_encoded, "seconds": round(time.perf_counter() - t0, 3),
             "model": embedder.key, "config_hash": config.config_hash(), "events": events,
         }
+        answered_run = answers.run_answers(config, run_date, gold, ranked_by_target,
+                                           {s.document.id: f"{s.document.title}\n{s.document.text}".strip() for s in snapshot},
+                                           lambda texts: embed_cached(corpus, embedder, list(texts)).vectors)
+        if answered_run is not None:
+            run["events"] = "; ".join(e for e in (events, *answered_run.events) if e)
         store.replace_date(data_dir, store.PER_QUESTION, run_date, question_rows)
         store.replace_date(data_dir, store.METRICS, run_date, metric_rows)
         store.replace_date(data_dir, store.DRIFT, run_date, drift_table)
         store.replace_date(data_dir, store.SIGNALS, run_date, signal_rows)
         if config.targets:
             store.replace_date(data_dir, store.TARGETS, run_date, target_rows)
+        if answered_run is not None:
+            answers.write_run(data_dir, run_date, answered_run)
         alerts, to_notify = evaluate_run_alerts(config, run_date, run)
         notifying = notify and config.alerts.webhook_url is not None
         if notifying:  # before alerts.csv: a run killed from here on still leaves them to deliver
@@ -496,6 +509,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         store.replace_date(data_dir, store.ALERTS, run_date, alerts_frame(alerts))
         run["seconds"] = round(time.perf_counter() - t0, 3)
         run["finished_at"] = _now()
+        run["events"] = with_events(run["events"], export(config, [run_date], pending=run, corpus=corpus))
         store.replace_date(data_dir, store.RUNS, run_date, [run])
     notified = None
     if notifying:  # this run's new alerts and any an earlier run could not deliver
@@ -503,7 +517,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                            retries=config.alerts.webhook_retries)
     failed_targets = [o for o in answered.values() if not o.ok]
     return RunResult(run_date, run, metric_rows, question_rows, failed, drift_table, alerts, notified,
-                     signal_rows, failed_targets)
+                     signal_rows, failed_targets, answered_run)
 
 
 def date_range(start: date, end: date) -> list[date]:

@@ -45,7 +45,13 @@ REGISTRY: dict[str, MetricInfo] = {info.name: info for info in (
     MetricInfo("mrr", "rr", "MRR"),
     MetricInfo("ndcg", "ndcg", "nDCG"),
     MetricInfo("unjudged", "unjudged", "Unjudged", higher_is_better=False),
+    # The answer layer's per-answer scores (per_answer.csv's columns; pipeline/answers.py), watched by the same
+    # drop and slow-drift rules; they have no k.
+    MetricInfo("faithfulness", "faithfulness", "Faithfulness"),
+    MetricInfo("answer_relevance", "answer_relevance", "Answer relevance"),
+    MetricInfo("k_precision", "k_precision", "K-precision"),
 )}
+ANSWER_WATCHED = ("faithfulness", "answer_relevance", "k_precision")
 # Watched by the drop and slow-drift rules unless alerts.metrics says otherwise (at the default k, see config).
 DEFAULT_WATCHED = ("hit", "recall", "mrr", "ndcg")
 

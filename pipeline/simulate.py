@@ -21,7 +21,7 @@ import pandas as pd
 
 from pipeline import store
 from pipeline.alerts import ALERT, WARNING, condition_of
-from pipeline.config import Config, load_config
+from pipeline.config import Config, ExportConfig, load_config
 from pipeline.corpus import CORPUS_FILE, Corpus
 from pipeline.demo import DEMO_CONFIG, LOCAL_TZ, pack_articles
 from pipeline.job import RunResult, run_day
@@ -250,7 +250,7 @@ def simulate(config: Config, scenario: Scenario, source: Path, sandbox: Path,
     shutil.rmtree(work, ignore_errors=True)  # left by a killed simulation
     prepare_sandbox(source, work, scenario)
     run_dates = sorted(store.read_runs(work)["run_date"].dt.date.unique())
-    sim_config = config.replace(data_dir=work)
+    sim_config = config.replace(data_dir=work, export=ExportConfig())  # a sandbox publishes nothing
     if scenario.name == "embedder":
         embedder = dataclasses.replace(sim_config.embedder, model=scenario.model or sim_config.embedder.model,
                                        truncate_dim=scenario.truncate_dim)

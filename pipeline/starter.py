@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import __version__
-from pipeline.config import DEFAULT_CONFIG_FILE, Config, _toml_value
+from pipeline.config import DEFAULT_CONFIG_FILE, Config, MlflowExportConfig, WhylogsExportConfig, _toml_value
 from pipeline.errors import DriftwatchError
 
 STARTER_DATA_DIR = "data"
@@ -114,6 +114,32 @@ NOTES: dict[str, dict[str, str]] = {
         "webhook_timeout": "seconds for one webhook request",
         "webhook_retries": "retries of a failed webhook request",
     },
+    "export": {  # each an [export.NAME] table, shown inline; present: the exporter is on (README: Exports)
+        "mlflow": "MLflow runs (pip install 'driftwatch[mlflow]'); tracking_uri: a folder or a server URL",
+        "prometheus": "a Prometheus textfile for node_exporter (pip install 'driftwatch[prometheus]')",
+        "whylogs": "whylogs profiles in profiles/ of the data directory (pip install 'driftwatch[whylogs]')",
+    },
+    "generation": {
+        "mode": "the answer layer: \"off\", \"logged\" (your RAG system's answers) or \"generate\" (an endpoint answers)",
+        "logged": "logged answers: a JSONL file or a folder of YYYY-MM-DD.jsonl files",
+        "labels": "human labels (CSV) the judge and the heuristics are checked against",
+        "base_url": "an OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, a hosted API)",
+        "model": "the model served at base_url",
+        "api_key_env": "NAME of the environment variable holding the API key (default: no key)",
+        "temperature": "of every generation and judge call",
+        "max_tokens": "per completion",
+        "pipeline": "generate: the target whose top k is the context (default: the first)",
+        "k": "generate: documents in the context",
+        "judge": "judge the answers with the LLM (default: when base_url is set)",
+        "judge_model": "the judge's model at base_url (default: model)",
+        "timeout": "wall-clock seconds per call",
+        "retries": "further attempts after a time-out, a connection error, 429 or 5xx",
+        "concurrency": "calls in flight at once",
+        "max_calls": "calls per run; the rest is not_judged",
+        "max_tokens_per_run": "tokens per run; the rest is not_judged",
+        "min_kappa": "a judged metric agreeing less with the labels cannot fire an alert or fail a gate",
+        "require_citations": "flag answers citing no [doc id] (default: in generate mode)",
+    },
 }
 
 # What a commented-out key shows where its default is "none" (it cannot be written in TOML), or is computed.
@@ -125,6 +151,18 @@ EXAMPLES = {
     ("drift", "query_log"): "queries.jsonl",
     ("alerts", "reference_start"): "2026-01-01",
     ("alerts", "webhook_url"): "https://hooks.slack.com/services/...",
+    ("export", "mlflow"): dataclasses.asdict(MlflowExportConfig()),
+    ("export", "prometheus"): {"path": "/var/lib/node_exporter/textfile/driftwatch.prom"},
+    ("export", "whylogs"): dataclasses.asdict(WhylogsExportConfig()),
+    ("generation", "logged"): "answers.jsonl",
+    ("generation", "labels"): "labels.csv",
+    ("generation", "base_url"): "http://localhost:8000/v1",
+    ("generation", "model"): "llama-3.1-8b-instruct",
+    ("generation", "api_key_env"): "OPENAI_API_KEY",
+    ("generation", "pipeline"): "hybrid",
+    ("generation", "judge"): True,
+    ("generation", "judge_model"): "llama-3.1-70b-instruct",
+    ("generation", "require_citations"): True,
 }
 COMMENTED = {("fetch", "user_agent")}  # its default names the running version: an upgrade should bring the new one
 

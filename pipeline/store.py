@@ -27,6 +27,10 @@ DRIFT = "drift.csv"
 ALERTS = "alerts.csv"
 SIGNALS = "signals.csv"
 TARGETS = "targets.csv"
+GENERATION = "generation.csv"  # the answer layer (pipeline/answers.py): per run and metric
+PER_ANSWER = "per_answer.csv"  # per answered question
+AGREEMENT = "agreement.csv"  # judge or heuristic against human labels
+ANSWERS_DIR = "answers"  # answers/YYYY-MM-DD.jsonl: the full answer records (text, contexts, claims)
 LOCK_FILE = "driftwatch.lock"
 # Longest document or question id accepted (characters): ids land in every CSV row and in messages.
 MAX_ID_LENGTH = 512
@@ -61,6 +65,16 @@ SIGNALS_COLUMNS = ("run_date", "pipeline", "k", "question_id", "signal", "value"
 # One row per configured target and run: ok, or failed and why (a failed target has no metric rows that day).
 TARGETS_COLUMNS = ("run_date", "target", "kind", "status", "n_questions", "seconds", "message")
 
+# The answer layer (see pipeline/answers.py and the README's "Answers" section).
+GENERATION_COLUMNS = ("run_date", "pipeline", "source", "metric", "value", "n", "undetermined")
+PER_ANSWER_COLUMNS = (
+    "run_date", "pipeline", "question_id", "gold_in_context", "faithfulness", "faithfulness_state", "n_claims",
+    "n_supported", "n_contradicted", "answer_relevance", "reverse_relevance", "noncommittal", "k_precision",
+    "unsupported", "citations_invalid", "citation_missing", "refusal", "qa_cosine", "layer",
+)
+AGREEMENT_COLUMNS = ("run_date", "metric", "judge", "level", "n", "agreement", "kappa", "tpr", "fpr", "tp", "fp",
+                     "fn", "tn", "trusted", "labels_file")
+
 SCHEMAS: dict[str, tuple[str, ...]] = {
     RUNS: RUNS_COLUMNS,
     METRICS: METRICS_COLUMNS,
@@ -69,12 +83,16 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
     ALERTS: ALERTS_COLUMNS,
     SIGNALS: SIGNALS_COLUMNS,
     TARGETS: TARGETS_COLUMNS,
+    GENERATION: GENERATION_COLUMNS,
+    PER_ANSWER: PER_ANSWER_COLUMNS,
+    AGREEMENT: AGREEMENT_COLUMNS,
 }
 
 # Column types for the readers; columns not listed are numbers (float) or, for the text ones below, str.
 _TEXT = {"run_id", "started_at", "finished_at", "status", "model", "config_hash", "events", "pipeline",
          "metric", "question_id", "retrieved", "statistic", "reference_date", "rule", "severity", "message",
-         "reference_start", "current_start", "verdict", "detail", "since", "signal", "target", "kind"}
+         "reference_start", "current_start", "verdict", "detail", "since", "signal", "target", "kind",
+         "source", "faithfulness_state", "unsupported", "citations_invalid", "layer", "judge", "level", "labels_file"}
 _INT = {"feeds_ok", "feeds_failed", "docs_new", "docs_updated", "docs_deleted", "docs_total",
         "chunks_total", "chunks_embedded", "k", "n_questions", "first_relevant_rank", "gold_missing",
         "n_reference", "n_current"}
@@ -125,7 +143,7 @@ _BOM = b"\xef\xbb\xbf"
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TEMPORARY = re.compile(r"\..+\.(?P<pid>\d+)\.tmp")  # what `atomic_write` leaves when killed
 # The files whose rows belong to a run: a date they hold without a runs.csv row is an interrupted run.
-RUN_PARTS = (PER_QUESTION, METRICS, DRIFT, ALERTS, SIGNALS, TARGETS)
+RUN_PARTS = (PER_QUESTION, METRICS, DRIFT, ALERTS, SIGNALS, TARGETS, GENERATION, PER_ANSWER, AGREEMENT)
 
 
 def _check_header(path: Path, header: Sequence[str]) -> None:

@@ -20,7 +20,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from pipeline import netio
+from pipeline import jsonl, netio
 from pipeline.config import Config, ConfigError, TargetConfig, render_body, target_list
 from pipeline.errors import DriftwatchError
 from pipeline.gold import GoldQuestion
@@ -246,19 +246,6 @@ def _trec(path: Path, lines: list[str]) -> dict[str, list[Hit]]:
             for qid, hits in rows.items()}
 
 
-def _json_lines(path: Path, lines: list[str]) -> Iterable[tuple[int, dict]]:
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TargetError(f"{path}:{lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from None
-        if not isinstance(obj, dict):
-            raise TargetError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-        yield lineno, obj
-
-
 def _ranked_hit(item: Any, where: str) -> Hit:
     """A "ranked" entry: "doc_id", [doc_id, score(, text)] or {"id" (or "doc_id"), "score", "text"}."""
     if isinstance(item, (str, int)) and not isinstance(item, bool):
@@ -273,7 +260,7 @@ def _ranked_hit(item: Any, where: str) -> Hit:
 
 def _jsonl(path: Path, lines: list[str]) -> dict[str, list[Hit]]:
     out = {}
-    for lineno, obj in _json_lines(path, lines):
+    for lineno, _, obj in jsonl.objects(lines, path, TargetError):
         where = f"{path}:{lineno}"
         qid, ranked = obj.get("question_id"), obj.get("ranked")
         if not isinstance(qid, str) or not isinstance(ranked, list):
@@ -303,7 +290,7 @@ def _openinference(path: Path, lines: list[str], gold: Sequence[GoldQuestion]) -
     question wins."""
     by_text = {q.question: q.id for q in gold} | {q.id: q.id for q in gold}
     out: dict[str, list[Hit]] = {}
-    for lineno, span in _json_lines(path, lines):
+    for lineno, _, span in jsonl.objects(lines, path, TargetError):
         attributes = _flatten(span.get("attributes", span))
         if attributes.get(OI_KIND, OI_RETRIEVER) != OI_RETRIEVER:
             continue

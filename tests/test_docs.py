@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
+import typing
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,14 @@ def test_every_config_key_is_in_the_example_and_the_readme():
         if f.name in ("file", "sources", "targets"):
             continue
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else None
-        if dataclasses.is_dataclass(default):
+        if f.name == "export":  # tables of optional sections, each commented out: [export.mlflow] ...
+            for section in dataclasses.fields(default):
+                assert f"# [export.{section.name}]" in example and f"`[export.{section.name}]`" in README
+                hint = typing.get_type_hints(type(default))[section.name]
+                for key in dataclasses.fields(typing.get_args(hint)[0]):
+                    assert re.search(rf"^# {key.name} = ", example, re.M), f"export.{section.name}.{key.name}"
+                    assert f"`{key.name}`" in README, f"export.{section.name}.{key.name} not in README"
+        elif dataclasses.is_dataclass(default):
             assert f"[{f.name}]" in example and f"`[{f.name}]`" in README
             for key in dataclasses.fields(default):
                 assert re.search(rf"^#? ?{key.name} = ", example, re.M), f"{f.name}.{key.name} not in monitor.toml"
