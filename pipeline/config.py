@@ -31,6 +31,10 @@ DEFAULT_USER_AGENT = f"driftwatch/{__version__} (+https://github.com/driftwatch/
 
 # The retrieval pipelines every run can evaluate; `retrieval.py` implements each name.
 PIPELINES = ("bm25", "dense", "hybrid", "hybrid_rerank")
+BACKENDS = ("torch", "onnx", "onnx-int8")
+ENGINES = ("local", "ray")
+# Embedder settings that change no vector (where the model runs, not what it computes): not in config_hash.
+_PLACEMENT = ("engine", "ray_address", "ray_workers")
 DENSE_INDEXES = ("flat", "hnsw")
 BM25_METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
 STOPWORDS = ("en", "none")
@@ -115,6 +119,12 @@ class EmbedderConfig:
     device: str = "cpu"
     # Keep only the first N dimensions (Matryoshka-style truncation); None keeps them all.
     truncate_dim: int | None = None
+    # What runs the model: sentence-transformers on torch, or the model exported to ONNX (fp32, or int8).
+    backend: str = "torch"
+    # Where the texts a run must encode are embedded: in process, or on Ray Data (a local Ray, or a cluster).
+    engine: str = "local"
+    ray_address: str | None = None  # a cluster ("ray://head:10001" or "auto"); None starts Ray locally
+    ray_workers: int = 2  # model replicas (actors), one CPU each; a local Ray gets this many CPUs
 
 
 @dataclass(frozen=True)
@@ -321,6 +331,10 @@ class Config:
             name: dataclasses.asdict(getattr(self, name))
             for name in ("embedder", "chunking", "retrieval", "bm25", "rerank", "corpus", "drift")
         }
+        for key in _PLACEMENT:
+            del settings["embedder"][key]
+        if self.embedder.backend == "torch":  # absent for torch, so a config from before backends keeps its hash
+            del settings["embedder"]["backend"]
         if self.targets:  # absent when none, so a config from before targets keeps its hash
             settings["targets"] = [dataclasses.asdict(t) for t in self.targets]
         blob = json.dumps(settings, sort_keys=True, default=str)
@@ -419,6 +433,15 @@ def _check(cfg: Config, src: str) -> None:
         raise bad("embedder.batch_size", "must be > 0")
     if cfg.embedder.truncate_dim is not None and not 0 < cfg.embedder.truncate_dim <= MAX_TRUNCATE_DIM:
         raise bad("embedder.truncate_dim", f"must be > 0 and <= {MAX_TRUNCATE_DIM} (and at most the model's dimension)")
+    if cfg.embedder.backend not in BACKENDS:
+        raise bad("embedder.backend", f"must be one of {', '.join(BACKENDS)}, got {cfg.embedder.backend!r}")
+    if cfg.embedder.backend != "torch" and cfg.embedder.device != "cpu":
+        raise bad("embedder.backend", f"the ONNX backends run on the CPU; set embedder.device = \"cpu\" "
+                                      f"(got {cfg.embedder.device!r}) or backend = \"torch\"")
+    if cfg.embedder.engine not in ENGINES:
+        raise bad("embedder.engine", f"must be one of {', '.join(ENGINES)}, got {cfg.embedder.engine!r}")
+    if not 1 <= cfg.embedder.ray_workers <= MAX_CONCURRENCY:
+        raise bad("embedder.ray_workers", f"must be >= 1 and <= {MAX_CONCURRENCY}")
     device_problem = _device_problem(cfg.embedder.device)
     if device_problem:
         raise bad("embedder.device", device_problem)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.errors import DriftwatchError
-from pipeline.sources import Document, HttpCacheEntry, bounded_id
+from pipeline.sources import Document, FileValidator, HttpCacheEntry, bounded_id
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,18 @@ CREATE TABLE IF NOT EXISTS embeddings (
 );
 CREATE TABLE IF NOT EXISTS http_cache (
     url TEXT PRIMARY KEY, etag TEXT, last_modified TEXT, updated_at TEXT NOT NULL
+);
+-- The dated files of folder sources already ingested: a file whose validator and ingest settings match,
+-- ingested on or before the run date, is not parsed again (its entries are in the corpus).
+CREATE TABLE IF NOT EXISTS feed_files (
+    source TEXT NOT NULL,
+    path TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    settings TEXT NOT NULL,            -- the ingest settings that filter entries (corpus.max_age_days)
+    ingested_at TEXT NOT NULL,         -- the earliest run date this version was ingested on
+    PRIMARY KEY (source, path)
 );
 """
 
@@ -262,10 +274,17 @@ class Corpus:
     def snapshot(self, run_date: date | str) -> list[StoredDocument]:
         """The corpus as it stood on `run_date`, ordered by doc id (reconstructable for any past date)."""
         rows = self.db.execute(_SNAPSHOT, {"day": _day(run_date)}).fetchall()
+        categories: dict[str, tuple[str, ...]] = {}  # few distinct lists: each decoded once
+
+        def decoded(raw: str) -> tuple[str, ...]:
+            if raw not in categories:
+                categories[raw] = tuple(json.loads(raw))
+            return categories[raw]
+
         return [StoredDocument(
             Document(id=r[0], title=r[1], text=r[2], url=r[3],
                      published=datetime.fromisoformat(r[4]) if r[4] else None,
-                     source=r[5], categories=tuple(json.loads(r[6]))),
+                     source=r[5], categories=decoded(r[6])),
             content_hash=r[7], first_seen=r[8]) for r in rows]
 
     def counts(self, run_date: date | str) -> IngestCounts:
@@ -281,11 +300,12 @@ class Corpus:
         )
 
     def clear_documents(self) -> None:
-        """Forget every document, version and feed validator; keep the embedding cache."""
+        """Forget every document, version and feed and file validator; keep the embedding cache."""
         with self.db:
             self.db.execute("DELETE FROM versions")
             self.db.execute("DELETE FROM documents")
             self.db.execute("DELETE FROM http_cache")
+            self.db.execute("DELETE FROM feed_files")
 
     def documents_info(self, doc_ids: Sequence[str]) -> dict[str, dict]:
         """Title, url, source, first_seen and deleted_at of the latest version of each id (for display)."""
@@ -340,3 +360,26 @@ class Corpus:
         with self.db:
             self.db.executemany("INSERT OR REPLACE INTO http_cache VALUES (?, ?, ?, ?)",
                                 [(url, e.etag, e.last_modified, now) for url, e in cache.items()])
+
+    # -- dated feed files already ingested -------------------------------------------------
+
+    def known_files(self, source: str, run_date: date | str, settings: str) -> dict[str, FileValidator]:
+        """The files of `source` ingested, as they are, on or before `run_date` under the same `settings`."""
+        rows = self.db.execute("SELECT path, size, mtime_ns, sha256 FROM feed_files WHERE source = ? "
+                               "AND settings = ? AND ingested_at <= ?", (source, settings, _day(run_date)))
+        return {path: FileValidator(size, mtime, sha) for path, size, mtime, sha in rows}
+
+    def record_files(self, source: str, files: Mapping[str, FileValidator], run_date: date | str,
+                     settings: str) -> None:
+        """Note files of `source` as ingested on `run_date` (after their entries are stored: a crash in between
+        only re-parses them). The same version keeps its earliest date; a changed one takes `run_date`."""
+        day = _day(run_date)
+        with self.db:
+            self.db.executemany(
+                "INSERT INTO feed_files VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, path) DO UPDATE SET "
+                "ingested_at = CASE WHEN size = excluded.size AND mtime_ns = excluded.mtime_ns AND "
+                "sha256 = excluded.sha256 AND settings = excluded.settings "
+                "THEN MIN(ingested_at, excluded.ingested_at) ELSE excluded.ingested_at END, "
+                "size = excluded.size, mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, "
+                "settings = excluded.settings",
+                [(source, path, v.size, v.mtime_ns, v.sha256, settings, day) for path, v in files.items()])

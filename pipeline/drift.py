@@ -87,7 +87,7 @@ def sample_rows(matrix: np.ndarray, cap: int, seed: int) -> np.ndarray:
     when it has no more than `cap` rows. Two matrices of the same length sampled with one seed keep the same rows."""
     if cap < 1:
         raise ValueError(f"cap must be >= 1, got {cap}")
-    return matrix if matrix.shape[0] <= cap else matrix[_keep(matrix.shape[0], cap, seed)]
+    return matrix if matrix.shape[0] <= cap else matrix[kept_rows(matrix.shape[0], cap, seed)]
 
 
 def project(reference: np.ndarray, current: np.ndarray, n_components: int,
@@ -149,31 +149,41 @@ def psi(reference: Sequence[float] | np.ndarray, current: Sequence[float] | np.n
     return float(np.sum((cur - ref) * np.log(cur / ref)))
 
 
+def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
+    """ROC AUC as the Mann-Whitney statistic: (sum of the positives' ranks - n1 (n1 + 1) / 2) / (n1 n0), ties
+    at their average rank (scikit-learn's roc_auc_score, without its per-call validation, 100 times a run)."""
+    labels = np.asarray(labels).astype(bool)
+    n1, n0 = int(labels.sum()), int((~labels).sum())
+    if not n1 or not n0:
+        raise DriftError("ROC AUC needs both classes in the test half")
+    ranks = stats.rankdata(scores)
+    return float((ranks[labels].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
 def evidently_embedding_drift(reference: np.ndarray, current: np.ndarray, seed: int,
                               sample_cap: int = EVIDENTLY_SAMPLE_CAP) -> EvidentlyDrift:
-    """Evidently's domain-classifier embedding drift (legacy `ModelDriftMethod(bootstrap=True)`): an
-    SGD logistic classifier learns to tell reference rows from current ones on half the rows; its ROC AUC
-    on the other half is the score, drift when it beats the 95th percentile of 100 random-guess AUCs.
-    Each side is first sampled to `sample_cap` rows with `seed`; the method's own randomness is fixed
-    (random_state=42, np.random.seed(0..99)), so a run is reproducible."""
-    # Imported here: Evidently takes seconds to import and only this statistic needs it.
-    import pandas as pd
-    from evidently.legacy.metrics.data_drift.embedding_drift_methods import ModelDriftMethod
+    """Evidently's domain-classifier embedding drift (legacy `ModelDriftMethod(bootstrap=True)`), computed
+    here step for step with scikit-learn: reference rows (label 1) then current rows (label 0), split in
+    halves (`train_test_split(test_size=0.5, random_state=42, shuffle=True)`), an SGD logistic classifier
+    (`random_state=42`) fitted on one half, its ROC AUC on the other is the score, drift when it beats the
+    95th percentile of 100 random-guess AUCs (uniform scores seeded 0..99). Each side is first sampled to
+    `sample_cap` rows with `seed`. Evidently itself takes 5-10 s to import, more than a whole no-op run;
+    `test_drift` checks these numbers against Evidently's own method. NumPy's global generator is untouched."""
+    from sklearn.linear_model import SGDClassifier
+    from sklearn.model_selection import train_test_split
 
     ref = _sampled(reference, sample_cap, seed, "reference")
     cur = _sampled(current, sample_cap, seed, "current")
     if ref.shape[1] != cur.shape[1]:
         raise DriftError(f"reference has dimension {ref.shape[1]} but current has {cur.shape[1]}")
-    columns = [f"e{i}" for i in range(ref.shape[1])]
-    # The method reseeds NumPy's global generator (np.random.seed in its bootstrap): put it back afterwards.
-    state = np.random.get_state()
-    try:
-        # Its argument order is (current, reference); it adds a "target" column to both frames.
-        score, drifted, _ = ModelDriftMethod(bootstrap=True)(pd.DataFrame(cur, columns=columns),
-                                                            pd.DataFrame(ref, columns=columns))
-    finally:
-        np.random.set_state(state)
-    return EvidentlyDrift(score=float(score), drifted=bool(drifted), method=EVIDENTLY_METHOD)
+    data = np.vstack([ref, cur])
+    target = np.concatenate([np.ones(len(ref), np.int64), np.zeros(len(cur), np.int64)])
+    x_train, x_test, y_train, y_test = train_test_split(data, target, test_size=0.5, random_state=42, shuffle=True)
+    classifier = SGDClassifier(loss="log_loss", random_state=42).fit(x_train, y_train)
+    score = roc_auc(y_test, classifier.predict_proba(x_test)[:, 1])
+    random_scores = [roc_auc(y_test, np.random.RandomState(i).rand(len(y_test))) for i in range(100)]
+    return EvidentlyDrift(score=float(score), drifted=bool(score > np.percentile(random_scores, 95)),
+                          method=EVIDENTLY_METHOD)
 
 
 def query_top1_cosine(top1_scores: Sequence[float]) -> float:
@@ -380,11 +390,44 @@ def _classifier_rows(similarity: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 def _novel(similarity: np.ndarray, is_cur: np.ndarray) -> np.ndarray:
     """Per current chunk: whether its nearest reference chunk is farther than the reference's own
-    NOVELTY_QUANTILE leave-one-out nearest-neighbour cosine."""
+    NOVELTY_QUANTILE leave-one-out nearest-neighbour cosine (the definition; `Neighbours.novel` computes it
+    for every permutation at once)."""
     ref_ref = similarity[np.ix_(~is_cur, ~is_cur)].copy()
     np.fill_diagonal(ref_ref, -np.inf)
     level = np.quantile(ref_ref.max(axis=1), NOVELTY_QUANTILE)
     return similarity[np.ix_(is_cur, ~is_cur)].max(axis=1) < level
+
+
+class Neighbours:
+    """Every chunk's other chunks sorted by similarity (the nearest `top`), so that a chunk's nearest neighbour
+    on one side, under any labelling, is the first of its list on that side: O(n top) a permutation instead
+    of copying the (n, n) similarities. Rows whose `top` nearest all lie on the other side fall back to a
+    full scan, so the result is `_novel`'s exactly."""
+
+    def __init__(self, similarity: np.ndarray, top: int = 32) -> None:
+        self.sim = similarity.copy()
+        np.fill_diagonal(self.sim, -np.inf)
+        n = len(self.sim)
+        t = max(1, min(top, n - 1))
+        part = np.argpartition(-self.sim, t - 1, axis=1)[:, :t] if n > 1 else np.zeros((n, 1), np.int64)
+        order = np.argsort(-np.take_along_axis(self.sim, part, axis=1), axis=1, kind="stable")
+        self.order = np.take_along_axis(part, order, axis=1)
+        self.rows = np.arange(n)
+
+    def nearest_in(self, side: np.ndarray) -> np.ndarray:
+        """Per chunk: the highest similarity to another chunk of `side` (a boolean mask), -inf when none."""
+        hit = side[self.order]
+        first = hit.argmax(axis=1)
+        best = self.sim[self.rows, self.order[self.rows, first]]
+        missing = ~hit[self.rows, first]
+        if missing.any():
+            best[missing] = np.where(side[None, :], self.sim[missing], -np.inf).max(axis=1)
+        return best
+
+    def novel(self, is_cur: np.ndarray) -> np.ndarray:
+        nearest_ref = self.nearest_in(~is_cur)
+        level = np.quantile(nearest_ref[~is_cur], NOVELTY_QUANTILE)
+        return nearest_ref[is_cur] < level
 
 
 def _new_label_share(values: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -452,8 +495,8 @@ def window_drift(reference: Sample, current: Sample, config: DriftConfig,
     fitted on both sides together, so neither is favoured. Duplicates use Fisher's exact test."""
     thresholds = thresholds or effect_thresholds(config)
     rng = np.random.default_rng(config.seed)
-    keep_ref = _keep(len(reference), config.sample_cap, config.seed)
-    keep_cur = _keep(len(current), config.sample_cap, config.seed + 1)
+    keep_ref = kept_rows(len(reference), config.sample_cap, config.seed)
+    keep_cur = kept_rows(len(current), config.sample_cap, current_seed(config))
     reference, current = _subset(reference, keep_ref), _subset(current, keep_cur)
     ref = _matrix(reference.vectors, "reference")
     cur = _matrix(current.vectors, "current")
@@ -468,8 +511,9 @@ def window_drift(reference: Sample, current: Sample, config: DriftConfig,
     psis = _psi_rows(proj, labels, config.bins, config.epsilon)
     ks = _ks_rows(proj, labels)
     accuracy = _classifier_rows(similarity, labels)
-    novel = np.array([_novel(similarity, row).mean() for row in labels])
-    is_novel = _novel(similarity, labels[0])
+    neighbours = Neighbours(similarity)
+    novel = np.array([neighbours.novel(row).mean() for row in labels])
+    is_novel = neighbours.novel(labels[0])
     results = [
         _verdict(PSI_MEAN, psis[0], psis[1:]),
         _verdict(KS_MAX, ks[0], ks[1:]),
@@ -522,7 +566,13 @@ def not_enough(n_reference: int, n_current: int, config: DriftConfig) -> str | N
     return None
 
 
-def _keep(n: int, cap: int, seed: int) -> np.ndarray:
+def current_seed(config: DriftConfig) -> int:
+    """The seed of the current side's sample (the reference's is `config.seed`)."""
+    return config.seed + 1
+
+
+def kept_rows(n: int, cap: int, seed: int) -> np.ndarray:
+    """The rows `window_drift` keeps of a side of `n` rows: all of them, or a seeded sample of `cap`, in order."""
     if n <= cap:
         return np.arange(n)
     return np.sort(np.random.default_rng(seed).choice(n, size=cap, replace=False))

@@ -104,12 +104,17 @@ class Embedder:
     def __init__(self, config: EmbedderConfig) -> None:
         self.config = config
         self._model = None
+        self._onnx = None
 
     @property
     def key(self) -> str:
-        """The cache key: the configured name, plus the truncation that changes every vector."""
+        """The cache key: the configured name, plus the backend (an ONNX one) and the truncation, which change
+        the vectors; the torch backend's key is the bare name, as before there were backends."""
+        key = self.config.model
+        if self.config.backend != "torch":
+            key += f"@{self.config.backend}"
         dim = self.config.truncate_dim
-        return self.config.model if dim is None else f"{self.config.model}@dim{dim}"
+        return key if dim is None else f"{key}@dim{dim}"
 
     @property
     def model(self):
@@ -132,15 +137,53 @@ class Embedder:
             self._model = model
         return self._model
 
+    @property
+    def onnx(self):
+        """The ONNX encoder (backend onnx or onnx-int8), exported from the model's local files on first use."""
+        if self._onnx is None:
+            from pipeline.onnxmodel import OnnxEncoder, OnnxModelError
+
+            source = locate_model(self.config.model)
+            folder = Path(source.location)
+            if not folder.is_dir():
+                from huggingface_hub import snapshot_download
+
+                folder = Path(snapshot_download(source.location, local_files_only=source.local))
+            try:
+                self._onnx = OnnxEncoder(folder, self.config.model, int8=self.config.backend == "onnx-int8")
+            except OnnxModelError as exc:
+                raise EmbedderError(str(exc)) from None
+            dim = self._onnx.dimension()
+            if self.config.truncate_dim is not None and self.config.truncate_dim > dim:
+                raise EmbedderError(f"embedder.truncate_dim = {self.config.truncate_dim} is larger than the "
+                                    f"{dim} dimensions of {self.config.model!r}")
+        return self._onnx
+
     def check(self) -> None:
         """Fail now (EmbedderError) when the model cannot be had; loads nothing (a cached run never loads it)."""
-        if self._model is None:
+        if self._model is None and self._onnx is None:
             locate_model(self.config.model)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """L2-normalised float32 vectors, one row per text (normalised after any truncation)."""
+        """L2-normalised float32 vectors, one row per text (normalised after any truncation), in this process
+        or on Ray (`embedder.engine`)."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
+        if self.config.engine == "ray":
+            from pipeline.rayengine import embed_on_ray
+
+            return embed_on_ray(self.config, list(texts))
+        return self.encode_here(texts)
+
+    def encode_here(self, texts: Sequence[str]) -> np.ndarray:
+        """`encode` in this process, whatever the engine."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        if self.config.backend != "torch":
+            vectors = self.onnx.encode(list(texts), self.config.batch_size)
+            if self.config.truncate_dim is not None:
+                vectors = vectors[:, : self.config.truncate_dim]
+            return normalize(vectors)
         vectors = self.model.encode(list(texts), batch_size=self.config.batch_size, convert_to_numpy=True,
                                     show_progress_bar=False, normalize_embeddings=False)
         return normalize(vectors)

@@ -14,7 +14,7 @@ from datetime import date, datetime, timedelta, timezone
 import numpy as np
 import pandas as pd
 
-from pipeline import answers, drift, signals, store
+from pipeline import answers, drift, indexes, signals, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
 from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document
@@ -73,20 +73,28 @@ def ingest(config: Config, corpus: Corpus, run_date: date) -> list[FeedOutcome]:
     cutoff = None
     if config.corpus.max_age_days is not None:
         cutoff = run_date - timedelta(days=config.corpus.max_age_days)
+    settings = f"max_age_days={config.corpus.max_age_days}"
     for source in config.sources:
         if source.url is not None and past:
             log.info("source %r: %s is a past run date: replaying the stored corpus, %s not fetched",
                      source.name, run_date, source.url)
             outcomes.append(FeedOutcome(source.name, source.url, [], None, replayed=True))
             continue
+        folder = source.path is not None and source.path.is_dir()
+        known = corpus.known_files(source.name, run_date, settings) if folder else None
+        ingested = {}
         for outcome in collect(source.name, url=source.url, path=source.path, run_date=run_date,
                                http_cache=http_cache, timeout=config.fetch.timeout,
-                               max_bytes=config.fetch.max_bytes, user_agent=config.fetch.user_agent):
+                               max_bytes=config.fetch.max_bytes, user_agent=config.fetch.user_agent, known=known):
             outcomes.append(outcome)
             docs = outcome.documents
             if cutoff is not None:  # do not ingest what retention would delete at once
                 docs = [d for d in docs if d.published is None or d.published.date() >= cutoff]
             clashes += corpus.ingest(docs, run_date)
+            if folder and outcome.ok and not outcome.unchanged:
+                ingested[outcome.location] = outcome.validator
+        if ingested:
+            corpus.record_files(source.name, ingested, run_date, settings)
     if clashes:
         log.warning("%s: %d entries carried an id another entry holds and were stored under namespaced ids",
                     run_date, clashes)
@@ -110,6 +118,12 @@ def _is_past(config: Config, run_date: date) -> bool:
     runs = store.read_runs(config.data_dir)
     latest = runs[store.RUN_DATE].max().date() if not runs.empty else run_date
     return run_date < today or run_date < latest
+
+
+def _is_latest(config: Config, run_date: date) -> bool:
+    """On or after every stored run date."""
+    runs = store.read_runs(config.data_dir)
+    return runs.empty or run_date >= runs[store.RUN_DATE].max().date()
 
 
 def chunk_documents(config: Config, documents: Sequence[StoredDocument]) -> list[Chunk]:
@@ -219,13 +233,19 @@ def entered(corpus: Corpus, window: Window, at_end: Sequence[StoredDocument] | N
 
 
 def _sample(config: Config, documents: Sequence[StoredDocument], vectors_of: Callable[[list[Chunk]], np.ndarray],
-            duplicate: Callable[[np.ndarray, list[Chunk]], np.ndarray]) -> drift.Sample:
+            duplicate: Callable[[np.ndarray, list[Chunk]], np.ndarray], seed: int) -> drift.Sample:
+    """One side of the drift comparison. Near copies are looked for only among the rows `window_drift` keeps
+    (its seeded sample of drift.sample_cap, drawn with `seed`); the other rows' flags are never read."""
     by_id = {s.document.id: s.document for s in documents}
     chunks = chunk_documents(config, documents)
     vectors = vectors_of(chunks)
     docs = [by_id[c.doc_id] for c in chunks]
+    keep = drift.kept_rows(len(chunks), config.drift.sample_cap, seed)
+    flags = np.zeros(len(chunks), bool)
+    if len(keep):
+        flags[keep] = duplicate(vectors[keep], [chunks[i] for i in keep])
     return drift.Sample(vectors, [d.categories[0] if d.categories else "" for d in docs],
-                        [d.source for d in docs], [d.title for d in docs], duplicate(vectors, chunks))
+                        [d.source for d in docs], [d.title for d in docs], flags)
 
 
 def _near_copies(config: Config, snapshot: Sequence[StoredDocument], chunks: Sequence[Chunk], vectors: np.ndarray,
@@ -234,13 +254,16 @@ def _near_copies(config: Config, snapshot: Sequence[StoredDocument], chunks: Seq
     OTHER documents of the corpus first seen by `seen_by`."""
     first_seen = {s.document.id: s.first_seen for s in snapshot}
     keep = np.array([first_seen[c.doc_id] <= seen_by.isoformat() for c in chunks], bool)
-    pool, owners = vectors[keep], np.array([c.doc_id for c, k in zip(chunks, keep) if k], dtype=object)
+    number: dict[str, int] = {}  # documents as integers: comparing (sample x pool) ids as strings was seconds
+    pool = vectors[keep]
+    owners = np.array([number.setdefault(c.doc_id, len(number)) for c, k in zip(chunks, keep) if k], np.int64)
 
     def flags(sample: np.ndarray, sample_chunks: list[Chunk]) -> np.ndarray:
         if not len(pool) or not len(sample):
             return np.zeros(len(sample), bool)
         similarity = sample @ pool.T
-        similarity[np.array([c.doc_id for c in sample_chunks], dtype=object)[:, None] == owners[None, :]] = -1
+        mine = np.array([number.get(c.doc_id, -1) for c in sample_chunks], np.int64)
+        similarity[mine[:, None] == owners[None, :]] = -1
         return similarity.max(axis=1) >= config.drift.duplicate_cosine
 
     return flags
@@ -270,15 +293,18 @@ def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: dat
     position = {c.id: i for i, c in enumerate(chunks)}
 
     def vectors_of(sample_chunks: list[Chunk]) -> np.ndarray:
-        if all(c.id in position for c in sample_chunks):
-            return vectors[[position[c.id] for c in sample_chunks]].reshape(len(sample_chunks), vectors.shape[1])
+        """The run's vectors of these chunks when it holds each of them with the same text (a reference
+        document may have changed or gone since), else the embedding cache's."""
+        at = [position.get(c.id) for c in sample_chunks]
+        if all(i is not None and chunks[i].text == c.text for i, c in zip(at, sample_chunks)):
+            return vectors[at].reshape(len(sample_chunks), vectors.shape[1])
         return embed_cached(corpus, embedder, [c.text for c in sample_chunks]).vectors
 
     current = _sample(config, new_documents, vectors_of,
-                      _near_copies(config, snapshot, chunks, vectors, run_date))
+                      _near_copies(config, snapshot, chunks, vectors, run_date), drift.current_seed(config.drift))
     reference_docs = entered(corpus, reference_window)
-    reference = _sample(config, reference_docs, lambda cs: embed_cached(corpus, embedder, [c.text for c in cs]).vectors,
-                        _near_copies(config, snapshot, chunks, vectors, reference_window.end))
+    reference = _sample(config, reference_docs, vectors_of,  # the run's vectors, else the cache (deleted since)
+                        _near_copies(config, snapshot, chunks, vectors, reference_window.end), config.drift.seed)
     n_ref, n_cur = len(reference), len(current)
     why = drift.not_enough(n_ref, n_cur, config.drift)
     names = [s.name for s in drift.FAMILY]
@@ -411,7 +437,11 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             queries = embed_cached(corpus, embedder, [q.question for q in gold])
             reranker = (Reranker(config.rerank, config.embedder.device) if "hybrid_rerank" in builtin else None)
             indexed = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=builtin))
-            retriever = Retriever(chunks, embedded.vectors, indexed, reranker)
+            stored = indexes.load(data_dir, indexes.sidecar(config, embedder.key, chunks, embedded.vectors.shape[-1]),
+                                  config)
+            retriever = Retriever(chunks, embedded.vectors, indexed, reranker, stored.dense, stored.bm25)
+            if _is_latest(config, run_date):  # the latest date's indexes are kept; a past date's are not
+                indexes.save(data_dir, stored, retriever.dense, retriever.bm25)
             present = {s.document.id for s in snapshot}
             metric_rows, question_rows = evaluate_pipelines(indexed, retriever, gold, queries.vectors, present,
                                                             run_date, rankings)

@@ -12,6 +12,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -110,6 +111,20 @@ class DenseIndex:
         scores, ids = self.index.search(np.ascontiguousarray(queries, dtype=np.float32), min(n, self.n))
         return scores, ids
 
+    def save(self, path: Path) -> None:
+        import faiss
+
+        faiss.write_index(self.index, str(path))
+
+    @classmethod
+    def load(cls, path: Path, kind: str) -> DenseIndex:
+        import faiss
+
+        index = cls.__new__(cls)
+        index.index, index.kind = faiss.read_index(str(path)), kind
+        index.n = index.index.ntotal
+        return index
+
 
 class Bm25Index:
     """bm25s over the chunks, with the Unicode tokenizer above."""
@@ -122,6 +137,18 @@ class Bm25Index:
         self.model = bm25s.BM25(k1=k1, b=b, method=method)
         if self.n:
             self.model.index([tokenize(t, self.stopwords) for t in texts], show_progress=False)
+
+    def save(self, folder: Path) -> None:
+        self.model.save(str(folder), show_progress=False)
+
+    @classmethod
+    def load(cls, folder: Path, n: int, stopwords: str) -> Bm25Index:
+        import bm25s
+
+        index = cls.__new__(cls)
+        index.stopwords, index.n = stopword_set(stopwords), n
+        index.model = bm25s.BM25.load(str(folder), show_progress=False)
+        return index
 
     def scores(self, query: str) -> np.ndarray:
         """Every chunk's score for `query` (zeros when no query token is indexed)."""
@@ -136,7 +163,10 @@ class Bm25Index:
         if not ids:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         indptr, indices = self.model.scores["indptr"], self.model.scores["indices"]
-        positions = np.unique(np.concatenate([indices[indptr[t]:indptr[t + 1]] for t in ids])).astype(np.int64)
+        hit = np.zeros(self.n, bool)  # a mask, not np.unique: no sort of the posting lists
+        for t in ids:
+            hit[indices[indptr[t]:indptr[t + 1]]] = True
+        positions = np.flatnonzero(hit).astype(np.int64)
         return positions, self._scores(ids)[positions]
 
     def _token_ids(self, query: str) -> list[int]:
@@ -211,16 +241,19 @@ class Retriever:
     """All indexes of one run over one chunk table; `search` runs a named pipeline for a batch of questions."""
 
     def __init__(self, chunks: Sequence[Chunk], vectors: np.ndarray, config: Config,
-                 reranker: Reranker | None = None) -> None:
+                 reranker: Reranker | None = None, dense: DenseIndex | None = None,
+                 bm25: Bm25Index | None = None) -> None:
+        """`dense` and `bm25` are indexes built earlier over these very chunks (see `pipeline.indexes`)."""
         self.table = ChunkTable.build(chunks)
         self.config = config
         self.depth = config.retrieval.candidate_depth
         self._text = {c.id: c.text for c in chunks}
         needs_dense = any(p in ("dense", "hybrid", "hybrid_rerank") for p in config.retrieval.pipelines)
         needs_bm25 = any(p in ("bm25", "hybrid", "hybrid_rerank") for p in config.retrieval.pipelines)
-        self.dense = DenseIndex(vectors, config.retrieval) if needs_dense else None
+        self.dense = (dense or DenseIndex(vectors, config.retrieval)) if needs_dense else None
         b = config.bm25
-        self.bm25 = Bm25Index([c.text for c in chunks], b.k1, b.b, b.method, b.stopwords) if needs_bm25 else None
+        self.bm25 = ((bm25 or Bm25Index([c.text for c in chunks], b.k1, b.b, b.method, b.stopwords))
+                     if needs_bm25 else None)
         self.reranker = reranker
 
     def _dense(self, query_vectors: np.ndarray) -> list[Ranking]:

@@ -93,10 +93,23 @@ class FeedOutcome:
     # A dated file from before the run date, re-read to rebuild the corpus: it was fetched on its
     # own day, so the run does not count it among its feeds.
     replayed: bool = False
+    # A dated file's validator (size, mtime, sha256), set when it was read; `unchanged`: the corpus holds it
+    # already (see `collect`'s `known`), so it was not parsed and `documents` is empty.
+    validator: FileValidator | None = None
+    unchanged: bool = False
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+@dataclass(frozen=True)
+class FileValidator:
+    """What identifies one version of a feed file: its size, modification time and SHA-256."""
+
+    size: int
+    mtime_ns: int
+    sha256: str
 
 
 # --- HTML to text -------------------------------------------------------------
@@ -456,9 +469,14 @@ def collect(
     timeout: float = 20.0,
     max_bytes: int = 10_000_000,
     user_agent: str = DEFAULT_USER_AGENT,
+    known: Mapping[str, FileValidator] | None = None,
 ) -> list[FeedOutcome]:
     """Fetch and parse one configured source: one outcome for a URL or a file, one per
     dated file of a folder.
+
+    `known` maps a dated file's path to the validator of the version the corpus already holds: such a
+    file is read and hashed but not parsed (an `unchanged` outcome without documents), which is what keeps
+    a day's run from re-parsing every older file of the folder.
 
     Never raises for a bad feed: failures become outcomes with `error` set. A URL is live
     and sends and updates `http_cache[url]`; a single file drops entries published after
@@ -471,7 +489,7 @@ def collect(
         return [_collect_url(name, url, http_cache, timeout=timeout, max_bytes=max_bytes, user_agent=user_agent)]
     path = Path(path)
     if path.is_dir():
-        return _collect_folder(name, path, run_date)
+        return _collect_folder(name, path, run_date, known or {})
     return [_collect_file(name, path, published_before=_start_of_next_day(run_date))]
 
 
@@ -510,7 +528,7 @@ def _collect_url(
     return FeedOutcome(source=name, location=url, documents=documents, error=None)
 
 
-def _collect_folder(name: str, folder: Path, run_date: date) -> list[FeedOutcome]:
+def _collect_folder(name: str, folder: Path, run_date: date, known: Mapping[str, FileValidator]) -> list[FeedOutcome]:
     try:
         every = dated_files(folder, date.max)
     except FeedError as error:
@@ -523,14 +541,20 @@ def _collect_folder(name: str, folder: Path, run_date: date) -> list[FeedOutcome
     files = [(day, path) for day, path in every if day <= run_date]
     if not files:
         logger.debug("%s: no dated feed files up to %s", folder, run_date.isoformat())
-    return [dataclasses.replace(_collect_file(name, path, published_before=None), replayed=day < run_date)
-            for day, path in files]
+    return [dataclasses.replace(_collect_file(name, path, published_before=None, known=known),
+                                replayed=day < run_date) for day, path in files]
 
 
-def _collect_file(name: str, path: Path, *, published_before: datetime | None) -> FeedOutcome:
+def _collect_file(name: str, path: Path, *, published_before: datetime | None,
+                  known: Mapping[str, FileValidator] | None = None) -> FeedOutcome:
     location = str(path)
     try:
         data = path.read_bytes()
+        stat = path.stat()
+        validator = FileValidator(len(data), stat.st_mtime_ns, hashlib.sha256(data).hexdigest())
+        if known is not None and known.get(location) == validator:
+            return FeedOutcome(source=name, location=location, documents=[], error=None, validator=validator,
+                               unchanged=True)
         documents = parse_feed(data, source=name, location=location)
     except FileNotFoundError:
         return _failed(name, location, FeedError(f"{location}: no such file or directory"))
@@ -545,7 +569,7 @@ def _collect_file(name: str, path: Path, *, published_before: datetime | None) -
             logger.debug("%s: %d entries published after %s skipped", location, len(documents) - len(kept),
                          published_before.isoformat())
         documents = kept
-    return FeedOutcome(source=name, location=location, documents=documents, error=None)
+    return FeedOutcome(source=name, location=location, documents=documents, error=None, validator=validator)
 
 
 def _start_of_next_day(day: date) -> datetime:

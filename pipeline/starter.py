@@ -40,6 +40,10 @@ NOTES: dict[str, dict[str, str]] = {
         "batch_size": "texts encoded at once",
         "device": "cpu, cuda, cuda:N or mps",
         "truncate_dim": "keep only the first N dimensions (default: all)",
+        "backend": "torch, onnx (the model exported to ONNX, same vectors) or onnx-int8 (quantised, not the same)",
+        "engine": "local, or ray: the texts a run must encode are embedded on Ray Data (pip install driftwatch[ray])",
+        "ray_address": "a Ray cluster (ray://head:10001 or auto); default: Ray started on this machine",
+        "ray_workers": "model replicas on Ray, one CPU each",
     },
     "chunking": {
         "size": "words per chunk",
@@ -141,6 +145,7 @@ NOTES: dict[str, dict[str, str]] = {
 # What a commented-out key shows where its default is "none" (it cannot be written in TOML), or is computed.
 EXAMPLES = {
     ("embedder", "truncate_dim"): 128,
+    ("embedder", "ray_address"): "ray://head:10001",
     ("retrieval", "fusion_depth"): 50,
     ("corpus", "max_age_days"): 30,
     ("drift", "query_log"): "queries.jsonl",

@@ -159,11 +159,11 @@ def _check_header(path: Path, header: Sequence[str]) -> None:
 def _check_edges(path: Path) -> None:
     """The cheap checks: a header line of plain UTF-8 (no byte order mark) naming the contract's columns in
     order, and a last line ended by a newline (else a write or copy was cut short)."""
-    with path.open("rb") as f:
+    with _open_bytes(path) as f:
         first = f.readline()
         f.seek(-1, os.SEEK_END)
         if f.read(1) != b"\n":
-            raise _truncated(path, path.stat().st_size)
+            raise _truncated(path, _size(path))
     if first.startswith(_BOM):
         raise StoreSchemaError(f"{path}:1: starts with a UTF-8 byte order mark; save it as UTF-8 without BOM")
     try:
@@ -176,7 +176,7 @@ def _check_edges(path: Path) -> None:
 def _line_at(path: Path, offset: int) -> int:
     """The line number (from 1) of the byte at `offset`."""
     lines = 1
-    with path.open("rb") as f:
+    with _open_bytes(path) as f:
         while offset > 0 and (block := f.read(min(_BLOCK, offset))):
             lines += block.count(b"\n")
             offset -= len(block)
@@ -197,7 +197,7 @@ def _last_row_offset(path: Path) -> int:
     """
     quoted, offset = False, 0
     ends = [0, 0]  # offsets just after the last two row-ending newlines
-    with path.open("rb") as f:
+    with _open_bytes(path) as f:
         while block := f.read(_BLOCK):
             position = offset
             for piece in block.split(b'"'):
@@ -215,7 +215,7 @@ def _last_row_offset(path: Path) -> int:
 
 def _parse_row(path: Path, offset: int) -> list[str]:
     """The CSV row starting at `offset`, checked against the contract (field count, run_date)."""
-    with path.open("rb") as f:
+    with _open_bytes(path) as f:
         f.seek(offset)
         raw = f.read()
     try:
@@ -249,13 +249,13 @@ def check_file(path: Path) -> None:
     """Stream one CSV of the store: UTF-8 without BOM, the contract's header, then rows of the contract's
     width sorted by a YYYY-MM-DD run_date, ending with a newline. Raises StoreSchemaError naming file:line."""
     path = Path(path)
-    if path.stat().st_size == 0:
+    if _size(path) == 0:
         return
     _check_edges(path)
     width = len(SCHEMAS[path.name])
     previous = ""
     try:
-        with path.open(encoding="utf-8", newline="") as f:
+        with io.TextIOWrapper(_open_bytes(path), encoding="utf-8", newline="") as f:
             reader = csv.reader(f, strict=True)
             next(reader)
             for row in reader:
@@ -277,7 +277,7 @@ def check_file(path: Path) -> None:
 
 
 def _bad_utf8_line(path: Path) -> int:
-    with path.open("rb") as f:
+    with _open_bytes(path) as f:
         for lineno, line in enumerate(f, start=1):
             try:
                 line.decode("utf-8")
@@ -333,23 +333,21 @@ def atomic_write(path: Path, write) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    _fsync_dir(path.parent)
 
 
 def replace_date(data_dir: Path, name: str, run_date: date | str, rows: pd.DataFrame | Sequence[dict]) -> None:
     """Make `rows` the file's rows for `run_date`: earlier rows of that date are dropped.
 
-    The common case (a date after every stored date) copies the file and appends; otherwise
-    the file is re-read, filtered and rewritten sorted by date. Either way the new file
-    replaces the old one by an atomic rename, so a crash leaves the previous file whole.
+    The common case (a date after every stored date) appends the rows in place, O(rows of that date), under
+    a rollback journal (`_append`); otherwise the file is re-read, filtered and rewritten sorted by date, and
+    replaces the old one by an atomic rename. Either way a crash leaves the previous rows whole and readers
+    never see a partial row.
     """
     day = str(run_date)
     path = Path(data_dir) / name
     path.parent.mkdir(parents=True, exist_ok=True)
+    _roll_back(path)  # an append a killed writer left unfinished
     new = _frame(rows, name)
     if len(new) and not (new[RUN_DATE].astype(str) == day).all():
         raise ValueError(f"{name}: every row must have run_date {day}")
@@ -358,12 +356,7 @@ def replace_date(data_dir: Path, name: str, run_date: date | str, rows: pd.DataF
         _check_edges(path)
         last = _last_run_date(path)
         if last is None or last < day:
-            def append(f: io.BufferedWriter) -> None:
-                with path.open("rb") as old:
-                    while block := old.read(1 << 20):
-                        f.write(block)
-                f.write(body)
-            atomic_write(path, append)
+            _append(path, body)
             return
         old = _read_raw(path)
         # The new rows go through the same CSV formatting as the append path, then back to text.
@@ -374,6 +367,78 @@ def replace_date(data_dir: Path, name: str, run_date: date | str, rows: pd.DataF
         return
     header = (",".join(SCHEMAS[name]) + "\n").encode()
     atomic_write(path, lambda f: (f.write(header), f.write(body)))
+
+
+def _journal(path: Path) -> Path:
+    return path.with_name(f".{path.name}.append")
+
+
+def _committed(path: Path) -> int | None:
+    """The file's length before an append in progress (or killed), from its journal; None when there is none.
+    An unreadable journal was being written when its writer died, before the append began: it counts for none."""
+    try:
+        return int(_journal(path).read_bytes())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _size(path: Path) -> int:
+    committed = _committed(path)
+    return path.stat().st_size if committed is None else committed
+
+
+def _open_bytes(path: Path) -> io.BufferedIOBase:
+    """The file's committed bytes: all of it, or while an append is pending only the rows before it."""
+    committed = _committed(path)
+    if committed is None:
+        return path.open("rb")
+    with path.open("rb") as f:
+        return io.BytesIO(f.read(committed))
+
+
+def _fsync_dir(folder: Path) -> None:
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _append(path: Path, body: bytes) -> None:
+    """Append `body` in place: first a journal holding the current length (written and synced atomically),
+    then the rows (synced), then the journal is removed. Until then readers see only the old length, and
+    `_roll_back` (every run's `recover`, and every write) cuts whatever a killed append left."""
+    journal = _journal(path)
+    size = path.stat().st_size
+    atomic_write(journal, lambda f: f.write(str(size).encode()))
+    with path.open("r+b") as f:
+        f.seek(size)
+        f.write(body)
+        f.flush()
+        os.fsync(f.fileno())
+    journal.unlink()
+    _fsync_dir(path.parent)
+
+
+def _roll_back(path: Path) -> bool:
+    """Cut the file back to the length its append journal records and remove the journal; True if one was there."""
+    journal = _journal(path)
+    if not journal.exists():
+        return False
+    committed = _committed(path)
+    if committed is not None and path.exists() and path.stat().st_size > committed:
+        with path.open("r+b") as f:
+            f.truncate(committed)
+            os.fsync(f.fileno())
+        log.warning("%s: cut the rows of an append that did not finish (a killed run)", path)
+    journal.unlink()
+    _fsync_dir(path.parent)
+    return True
+
+
+def roll_back_appends(data_dir: Path) -> list[Path]:
+    """`_roll_back` every CSV of the store; returns the files that had an unfinished append."""
+    return [Path(data_dir) / name for name in SCHEMAS if _roll_back(Path(data_dir) / name)]
 
 
 def write_table(data_dir: Path, name: str, rows: pd.DataFrame | Sequence[dict]) -> None:
@@ -387,7 +452,8 @@ def write_table(data_dir: Path, name: str, rows: pd.DataFrame | Sequence[dict]) 
 
 def _read_raw(path: Path) -> pd.DataFrame:
     """The file as strings, exactly as stored (so a rewrite does not reformat numbers)."""
-    return pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
+    with _open_bytes(path) as f:
+        return pd.read_csv(f, dtype=str, keep_default_na=False, na_filter=False)
 
 
 def _rewrite(path: Path, raw: pd.DataFrame) -> None:
@@ -399,13 +465,14 @@ def read(data_dir: Path, name: str) -> pd.DataFrame:
     """A typed frame of one CSV; an absent file gives an empty frame with the contract's columns."""
     path = Path(data_dir) / name
     columns = SCHEMAS[name]
-    if not path.exists() or path.stat().st_size == 0:
+    if not path.exists() or _size(path) == 0:
         return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in columns})
     _check_edges(path)
     try:
-        frame = pd.read_csv(path, dtype={c: str for c in columns if c in _TEXT or c == RUN_DATE},
-                            keep_default_na=False,
-                            na_values={c: ["", "nan", "NaN"] for c in columns if c not in _TEXT})
+        with _open_bytes(path) as f:
+            frame = pd.read_csv(f, dtype={c: str for c in columns if c in _TEXT or c == RUN_DATE},
+                                keep_default_na=False,
+                                na_values={c: ["", "nan", "NaN"] for c in columns if c not in _TEXT})
         frame[RUN_DATE] = pd.to_datetime(frame[RUN_DATE], format="%Y-%m-%d")
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError):
         check_file(path)  # names the file and line
@@ -480,9 +547,10 @@ def remove_stale_temporaries(data_dir: Path) -> list[Path]:
 
 
 def _dates(path: Path) -> set[str]:
-    if not path.exists() or path.stat().st_size == 0:
+    if not path.exists() or _size(path) == 0:
         return set()
-    return set(pd.read_csv(path, usecols=[RUN_DATE], dtype=str)[RUN_DATE])
+    with _open_bytes(path) as f:
+        return set(pd.read_csv(f, usecols=[RUN_DATE], dtype=str)[RUN_DATE])
 
 
 def drop_incomplete_dates(data_dir: Path) -> dict[str, list[str]]:
@@ -510,8 +578,10 @@ def drop_incomplete_dates(data_dir: Path) -> dict[str, list[str]]:
 
 
 def recover(data_dir: Path) -> None:
-    """What a run does first, holding the lock: clear what killed runs left (temporaries, incomplete dates)."""
+    """What a run does first, holding the lock: clear what killed runs left (temporaries, unfinished appends,
+    incomplete dates)."""
     remove_stale_temporaries(data_dir)
+    roll_back_appends(data_dir)
     drop_incomplete_dates(data_dir)
 
 

@@ -14,6 +14,7 @@ from scipy import stats
 from sklearn.decomposition import PCA
 
 from pipeline.config import DriftConfig
+from pipeline import drift as drift_module
 from pipeline.drift import (
     CLASSIFIER,
     DRIFTED,
@@ -352,6 +353,46 @@ def test_evidently_is_reproducible_and_leaves_global_random_state_alone():
     assert np.array_equal(np.random.get_state()[1], before)
     assert evidently_embedding_drift(reference, current, seed=0) == first
     assert [name for name, _ in first.rows()] == ["evidently_model_auc", "evidently_drifted"]
+
+
+@pytest.mark.parametrize("n_ref, n_cur, shift", [(600, 600, 0.0), (300, 80, 0.2), (1000, 1000, 0.3), (45, 21, 0.1)])
+def test_domain_classifier_equals_evidentlys_own_method(n_ref, n_cur, shift):
+    """Differential: the scikit-learn implementation gives Evidently's ModelDriftMethod's AUC and flag exactly."""
+    import pandas as pd
+    from evidently.legacy.metrics.data_drift.embedding_drift_methods import ModelDriftMethod
+
+    reference, current = embeddings(n_ref, 1), embeddings(n_cur, 2, shift=shift)
+    columns = [f"e{i}" for i in range(reference.shape[1])]
+    state = np.random.get_state()
+    score, drifted, _ = ModelDriftMethod(bootstrap=True)(
+        pd.DataFrame(current.astype(np.float64), columns=columns),
+        pd.DataFrame(reference.astype(np.float64), columns=columns))
+    np.random.set_state(state)
+    ours = evidently_embedding_drift(reference, current, seed=0, sample_cap=max(n_ref, n_cur))
+    assert ours.score == pytest.approx(float(score), abs=1e-12) and ours.drifted == bool(drifted)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_roc_auc_equals_scikit_learns(seed):
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 2, 200)
+    scores = np.round(rng.random(200), 1)  # rounded: many ties
+    assert drift_module.roc_auc(labels, scores) == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
+    assert drift_module.roc_auc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8]) == 3 / 4  # pairs ranked right: 3 of 4
+
+
+@pytest.mark.parametrize("n_ref, n_cur, top", [(200, 40, 32), (60, 60, 2), (30, 5, 1), (3, 2, 32)])
+def test_novelty_by_sorted_neighbours_equals_the_definition(n_ref, n_cur, top):
+    """Every permutation's novel chunks by `Neighbours` (first neighbour of the other side) equal `_novel`'s
+    copy-and-max, including rows whose nearest `top` all lie on one side."""
+    pooled = np.vstack([embeddings(n_ref, 1), embeddings(n_cur, 2, shift=0.2)])
+    similarity = pooled @ pooled.T
+    neighbours = drift_module.Neighbours(similarity, top=top)
+    labels = drift_module._labels(n_ref, n_cur, 30, np.random.default_rng(0))
+    for row in labels:
+        np.testing.assert_array_equal(neighbours.novel(row), drift_module._novel(similarity, row))
 
 
 # --- question/document similarity ----------------------------------------------------------------------------

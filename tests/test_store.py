@@ -109,6 +109,62 @@ store.replace_date({str(tmp_path)!r}, store.METRICS, "2026-11-03", rows)
     assert len(store.read_metrics(tmp_path)) == 4
 
 
+def test_a_later_date_is_appended_in_place(tmp_path):
+    """O(rows of the date): the file is not copied (same inode), its old bytes are untouched."""
+    store.replace_date(tmp_path, store.METRICS, "2026-11-02", metric_rows("2026-11-02", 0.5))
+    path = tmp_path / store.METRICS
+    before, inode = path.read_bytes(), path.stat().st_ino
+    store.replace_date(tmp_path, store.METRICS, "2026-11-03", metric_rows("2026-11-03", 0.6))
+    assert path.stat().st_ino == inode and path.read_bytes().startswith(before)
+    assert [p.name for p in tmp_path.iterdir()] == [store.METRICS]  # the journal is gone
+    store.replace_date(tmp_path, store.METRICS, "2026-11-02", metric_rows("2026-11-02", 0.7))  # an earlier date
+    assert path.stat().st_ino != inode  # rewritten and renamed over
+
+
+def test_a_killed_append_is_invisible_to_readers_and_rolled_back(tmp_path):
+    """A writer killed after its rows are written, before they are synced: readers and the checks see the old
+    rows only, and the next run's recover cuts the file back to them."""
+    store.replace_date(tmp_path, store.METRICS, "2026-11-02", metric_rows("2026-11-02", 0.5))
+    before = (tmp_path / store.METRICS).read_bytes()
+    child = subprocess.Popen([sys.executable, "-c", f"""
+import os, sys, time
+sys.path.insert(0, {str(ROOT)!r})
+from pipeline import store
+real, calls = os.fsync, []
+def fsync(fd):
+    calls.append(fd)
+    if len(calls) == 3:  # the journal file, its folder, then the appended rows
+        print("appended", flush=True)
+        time.sleep(60)
+    real(fd)
+store.os.fsync = fsync
+store.replace_date({str(tmp_path)!r}, store.METRICS, "2026-11-03", [{{"run_date": "2026-11-03", "pipeline": "p%d" % i,
+    "k": 5, "metric": "recall", "value": 0.1, "n_questions": 1}} for i in range(1000)])
+"""], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "appended"
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    path = tmp_path / store.METRICS
+    assert path.stat().st_size > len(before)  # the rows are in the file...
+    store.validate(tmp_path)  # ...but not committed: the checks and readers see the old rows
+    assert len(store.read_metrics(tmp_path)) == 2
+    assert store.roll_back_appends(tmp_path) == [path]  # what recover does first, before dropping incomplete dates
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == [store.METRICS]
+
+
+def test_a_half_row_left_by_an_append_is_cut_by_the_next_write(tmp_path):
+    store.replace_date(tmp_path, store.METRICS, "2026-11-02", metric_rows("2026-11-02", 0.5))
+    path = tmp_path / store.METRICS
+    committed = path.stat().st_size
+    (tmp_path / f".{store.METRICS}.append").write_text(str(committed))
+    with path.open("ab") as f:
+        f.write(b'2026-11-03,bm25,5,"recall,0.')  # cut inside a quoted field
+    assert store.read_metrics(tmp_path)["run_date"].dt.strftime("%Y-%m-%d").tolist() == ["2026-11-02"] * 2
+    store.replace_date(tmp_path, store.METRICS, "2026-11-03", metric_rows("2026-11-03", 0.6))
+    assert store.read_metrics(tmp_path)["value"].tolist() == [0.5, 0.5, 0.6, 0.6]
+    store.check_file(path)
+
+
 def test_wrong_header_is_refused_with_the_file_name(tmp_path):
     (tmp_path / store.METRICS).write_text("run_date,pipeline,metric,value\n2026-11-02,bm25,recall,0.5\n")
     with pytest.raises(store.StoreSchemaError, match=r"metrics\.csv.*missing: \['k', 'n_questions'\]"):

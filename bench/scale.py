@@ -1,0 +1,265 @@
+"""Daily cost against corpus size, embedding backends against raw torch encode, Ray against in-process,
+and the dense quality of each backend on the demo: printed tables (python -m bench.scale [--part ...])."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pipeline.config import BACKENDS, Config, EmbedderConfig, RetrievalConfig, load_config  # noqa: E402
+from pipeline.corpus import Corpus, text_hash  # noqa: E402
+from pipeline.embeddings import Embedder  # noqa: E402
+
+DEMO = ROOT / "bench" / "out" / "demo-clean"
+
+
+def table(title: str, header: list[str], rows: list[list]) -> None:
+    cells = [[str(c) for c in header]] + [[f"{c:.3f}" if isinstance(c, float) else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    print(f"\n{title}")
+    for n, r in enumerate(cells):
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+# --- dense quality of each backend on the demo ----------------------------------------------------------------
+
+
+def quality(demo: Path) -> None:
+    """recall@5 and MRR@5 of the dense pipeline on the demo's last run date, per backend, and every question
+    whose value differs from torch's."""
+    from pipeline.gold import load_gold
+    from pipeline.job import chunk_documents
+    from pipeline.metrics import evaluate
+    from pipeline.retrieval import Retriever
+
+    config = load_config(demo / "demo.toml", data_dir=demo)
+    with Corpus.in_dir(demo, readonly=True) as corpus:
+        last = max(r[0] for r in corpus.db.execute("SELECT MAX(first_seen) FROM documents"))
+        snapshot = corpus.snapshot(last)
+    chunks = chunk_documents(config, snapshot)
+    gold = load_gold(config.gold)
+    dense = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=("dense",)))
+    per: dict[str, tuple[list[float], list[float]]] = {}
+    seconds: dict[str, float] = {}
+    for backend in BACKENDS:
+        embedder = Embedder(dataclasses.replace(config.embedder, backend=backend))
+        t0 = time.perf_counter()
+        vectors = embedder.encode([c.text for c in chunks])
+        seconds[backend] = time.perf_counter() - t0
+        queries = embedder.encode([q.question for q in gold])
+        rankings = Retriever(chunks, vectors, dense).search("dense", [q.question for q in gold], queries)
+        result = evaluate([r.doc_ids for r in rankings], [q.relevant for q in gold], (5,))
+        per[backend] = (list(result.values[5]["recall"]), list(result.values[5]["rr"]))
+    rows = []
+    for backend in BACKENDS:
+        recall, rr = (float(np.nanmean(v)) for v in per[backend])
+        base_recall, base_rr = (float(np.nanmean(v)) for v in per["torch"])
+        rows.append([backend, recall, rr, recall - base_recall, rr - base_rr, seconds[backend]])
+    table(f"Dense retrieval on the demo ({last}: {len(chunks)} chunks, {len(gold)} questions)",
+          ["backend", "recall@5", "MRR@5", "d recall", "d MRR", "encode s"], rows)
+    for backend in BACKENDS[1:]:
+        diffs = [[q.id, per["torch"][0][i], per[backend][0][i], per["torch"][1][i], per[backend][1][i]]
+                 for i, q in enumerate(gold)
+                 if (per["torch"][0][i], per["torch"][1][i]) != (per[backend][0][i], per[backend][1][i])]
+        table(f"Questions whose recall@5 or RR@5 differ, {backend} against torch ({len(diffs)})",
+              ["question", "recall torch", f"recall {backend}", "RR torch", f"RR {backend}"], diffs or [["none"] * 5])
+
+
+# --- daily cost against corpus size ---------------------------------------------------------------------------
+
+DAY0 = date(2026, 3, 1)  # the bulk of the corpus enters on this date
+WORDS = ("harbour ferry strike council budget vaccine comet rover election flood bridge tariff court ruling "
+         "hospital school rail energy grid wind solar drought harvest market index bank rate inflation museum "
+         "festival league final coach transfer storm coast port cargo union wage talks minister treaty border "
+         "census survey study trial drug patient clinic virus outbreak research telescope orbit launch satellite").split()
+
+
+def _text(rng: np.random.Generator, n: int) -> str:
+    return " ".join(rng.choice(WORDS, n))
+
+
+def _rss(items: list[tuple[str, str]], day: date) -> bytes:
+    from xml.sax.saxutils import escape
+
+    entries = "".join(f"<item><guid>{escape(i)}</guid><title>{escape(t[:40])}</title><description>{escape(t)}"
+                      f"</description><pubDate>{day.strftime('%a, %d %b %Y')} 08:00:00 +0000</pubDate></item>"
+                      for i, t in items)
+    return f'<?xml version="1.0"?><rss version="2.0"><channel><title>bench</title>{entries}</channel></rss>'.encode()
+
+
+def build_corpus(folder: Path, n_docs: int, seed: int = 0) -> Path:
+    """A data directory of `n_docs` documents entered on DAY0, a dated feed folder whose DAY0+1 file brings
+    100 new documents, a 50-question gold set, and every chunk's and question's vector in the embedding cache
+    (seeded random unit vectors: these rows measure the run, not the model). Returns the config file."""
+    from pipeline.chunking import chunk_document
+    from pipeline.config import to_toml
+    from pipeline.sources import Document
+
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    daily = folder / "daily"
+    daily.mkdir(exist_ok=True)
+    docs = [Document(f"d{i:06d}", f"doc {i}", _text(rng, 90), f"https://bench.invalid/{i}", None, "bench", ("news",))
+            for i in range(n_docs)]
+    new = [(f"n{i:04d}", _text(rng, 90)) for i in range(100)]
+    (daily / f"{DAY0 + timedelta(days=1)}.xml").write_bytes(_rss(new, DAY0 + timedelta(days=1)))
+    gold = folder / "gold.jsonl"
+    picks = rng.choice(n_docs, 50, replace=False)
+    gold.write_text("".join(f'{{"id": "q{j}", "question": "{" ".join(docs[i].text.split()[:8])}?", '
+                            f'"relevant": {{"{docs[i].id}": 1}}}}\n' for j, i in enumerate(picks)))
+    config = Config(data_dir=folder / "data", gold=gold, sources=(),
+                    embedder=EmbedderConfig(), retrieval=RetrievalConfig())
+    from pipeline.config import SourceConfig
+
+    config = config.replace(sources=(SourceConfig("bench", path=daily),))
+    (folder / "monitor.toml").write_text(to_toml(config))
+    key = Embedder(config.embedder).key
+    texts = [c.text for d in docs for c in chunk_document(d.id, d.title, d.text, config.chunking.size,
+                                                           config.chunking.overlap)]
+    texts += [c.text for i, t in new for c in chunk_document(i, t[:40], t, config.chunking.size,
+                                                               config.chunking.overlap)]
+    from pipeline.gold import load_gold
+
+    texts += [q.question for q in load_gold(gold)]
+    with Corpus.in_dir(config.data_dir) as corpus:
+        for start in range(0, n_docs, 5000):
+            corpus.ingest(docs[start:start + 5000], DAY0)
+        vectors = rng.standard_normal((len(texts), 384)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        for start in range(0, len(texts), 20000):
+            corpus.cache_embeddings(key, {text_hash(t): v for t, v in zip(texts[start:start + 20000],
+                                                                         vectors[start:start + 20000])})
+    return folder / "monitor.toml"
+
+
+def timed_run(config: Path, day: date) -> tuple[float, float]:
+    """Wall-clock seconds of `python -m pipeline run` in a fresh process (imports included) and its peak RSS (MB)."""
+    code = ("import resource, sys; from pipeline.cli import main; rc = main(sys.argv[1:]); "
+            "print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code, "run", "--config", str(config), "--date", day.isoformat()],
+                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    seconds = time.perf_counter() - t0
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"run {day} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    rss = [line for line in done.stdout.splitlines() if line.startswith("MAXRSS")]
+    return seconds, int(rss[-1].split()[1]) / 1024 if rss else float("nan")
+
+
+def daily(sizes: list[int], out: Path) -> None:
+    rows = []
+    for n in sizes:
+        folder = out / f"daily-{n}"
+        shutil.rmtree(folder, ignore_errors=True)
+        t0 = time.perf_counter()
+        config = build_corpus(folder, n)
+        setup = time.perf_counter() - t0
+        first, _ = timed_run(config, DAY0)  # the first run: every index built, every vector read
+        new_day, new_rss = timed_run(config, DAY0 + timedelta(days=1))  # 100 new documents
+        none_day, none_rss = timed_run(config, DAY0 + timedelta(days=2))  # nothing new
+        rerun, _ = timed_run(config, DAY0 + timedelta(days=2))  # the same date again
+        rows.append([n, setup, first, new_day, none_day, rerun, max(new_rss, none_rss)])
+    table("Daily cost against corpus size (python -m pipeline run in a fresh process, imports included; "
+          "random unit vectors in the embedding cache)",
+          ["documents", "setup s", "first run s", "100 new s", "none new s", "re-run s", "peak MB"], rows)
+
+
+# --- embedding throughput and Ray --------------------------------------------------------------------------
+
+
+def bench_texts(n: int, seed: int = 0) -> list[str]:
+    """`n` chunk-sized texts (128 words) drawn from the README's words: real English, reproducible."""
+    words = (ROOT / "README.md").read_text(encoding="utf-8").split()
+    rng = np.random.default_rng(seed)
+    return [" ".join(words[s:s + 128]) for s in rng.integers(0, len(words) - 128, n)]
+
+
+def throughput(n: int) -> None:
+    """Each backend's cached embedding (what ingest does: hash, encode, store) against raw torch
+    `model.encode` on the same texts, models loaded beforehand, in one process."""
+    texts = bench_texts(n)
+    raw = Embedder(EmbedderConfig()).model
+    raw.encode(texts[:8])
+    t0 = time.perf_counter()
+    raw.encode(texts, batch_size=EmbedderConfig().batch_size)
+    base = time.perf_counter() - t0
+    rows = [["raw torch model.encode", base, n / base, 1.0]]
+    from pipeline.embeddings import embed_cached
+
+    for backend in BACKENDS:
+        embedder = Embedder(EmbedderConfig(backend=backend))
+        embedder.encode(texts[:8])  # load (and for ONNX export once into the cache)
+        with tempfile.TemporaryDirectory() as tmp, Corpus.in_dir(Path(tmp)) as corpus:
+            t0 = time.perf_counter()
+            embed_cached(corpus, embedder, texts)
+            seconds = time.perf_counter() - t0
+        rows.append([f"ingest embedding, backend {backend}", seconds, n / seconds, base / seconds])
+    table(f"Embedding throughput on {n} texts of 128 words ({os.cpu_count()} CPUs)",
+          ["what", "seconds", "texts/s", "x raw torch"], rows)
+
+
+def ray_against_local(n: int, workers: int) -> None:
+    """The Ray engine (a local Ray of `workers` CPUs, started inside the timing, and without) against the
+    in-process embedder on the same texts."""
+    import ray
+
+    texts = bench_texts(n, seed=1)
+    local = Embedder(EmbedderConfig())
+    local.encode(texts[:8])
+    t0 = time.perf_counter()
+    expected = local.encode(texts)
+    here = time.perf_counter() - t0
+    on_ray = Embedder(EmbedderConfig(engine="ray", ray_workers=workers))
+    t0 = time.perf_counter()
+    first = on_ray.encode(texts)  # starts Ray and the actors
+    cold = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    on_ray.encode(texts)  # Ray up; the actors load the model again (a new dataset)
+    warm = time.perf_counter() - t0
+    ray.shutdown()
+    table(f"Ray Data ({workers} actors) against in-process on {n} texts ({os.cpu_count()} CPUs); "
+          f"max |difference| {float(np.abs(first - expected).max()):.1e}",
+          ["engine", "seconds", "x in-process"],
+          [["in-process", here, 1.0], ["ray, cold (ray.init inside)", cold, here / cold],
+           ["ray, warm", warm, here / warm]])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--part", choices=["quality", "throughput", "daily", "ray", "all"], default="all")
+    parser.add_argument("--demo", type=Path, default=DEMO, help="a built demo data directory (with demo.toml)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000],
+                        help="corpus sizes of the daily-cost table")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "scale")
+    parser.add_argument("--texts", type=int, default=2000, help="texts of the throughput table")
+    parser.add_argument("--ray-texts", type=int, default=10000, help="texts of the Ray table")
+    parser.add_argument("--ray-workers", type=int, default=2)
+    args = parser.parse_args(argv)
+    if args.part in ("quality", "all"):
+        quality(args.demo)
+    if args.part in ("daily", "all"):
+        daily(args.sizes, args.out)
+    if args.part in ("throughput", "all"):
+        throughput(args.texts)
+    if args.part in ("ray", "all"):
+        ray_against_local(args.ray_texts, args.ray_workers)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

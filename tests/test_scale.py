@@ -1,0 +1,194 @@
+"""Daily cost proportional to what is new: dated feed files already ingested are not parsed again."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+
+from pipeline import job
+from pipeline.config import Config, CorpusConfig, SourceConfig
+from pipeline.corpus import Corpus
+
+SLICE = Path(__file__).parent / "data" / "news-slice"
+START = date(2025, 9, 10)
+
+
+@pytest.fixture
+def daily(tmp_path: Path) -> Path:
+    folder = tmp_path / "daily"
+    shutil.copytree(SLICE / "daily", folder)
+    return folder
+
+
+def _config(data_dir: Path, daily: Path, **corpus) -> Config:
+    return Config(data_dir=data_dir, gold=SLICE / "gold.jsonl", sources=(SourceConfig("news", path=daily),),
+                  corpus=CorpusConfig(**corpus))
+
+
+def _state(corpus: Corpus, day: date) -> tuple:
+    return ([(s.document, s.content_hash, s.first_seen) for s in corpus.snapshot(day)],
+            corpus.counts(day))
+
+
+def test_replay_skips_unchanged_files_and_gives_the_full_replays_corpus(tmp_path, daily):
+    """Differential: day by day, a corpus whose runs skip the files already ingested equals one whose runs
+    re-parse every dated file (the validators forgotten before each run), snapshot and counts alike."""
+    fast, full = _config(tmp_path / "fast", daily), _config(tmp_path / "full", daily)
+    with Corpus.in_dir(fast.data_dir) as skipping, Corpus.in_dir(full.data_dir) as replaying:
+        for i in range(6):
+            day = START + timedelta(days=i)
+            outcomes = job.ingest(fast, skipping, day)
+            assert [o.unchanged for o in outcomes] == [True] * i + [False]  # only the day's own file is parsed
+            replaying.db.execute("DELETE FROM feed_files")
+            job.ingest(full, replaying, day)
+            assert _state(skipping, day) == _state(replaying, day)
+        again = job.ingest(fast, skipping, day)  # a re-run of the same date parses nothing
+        assert all(o.unchanged and o.ok and not o.documents for o in again)
+        assert _state(skipping, day) == _state(replaying, day)
+
+
+def test_a_changed_old_file_is_parsed_again(tmp_path, daily):
+    config = _config(tmp_path / "data", daily)
+    first = sorted(daily.iterdir())[0]
+    with Corpus.in_dir(config.data_dir) as corpus:
+        job.ingest(config, corpus, START + timedelta(days=2))
+        text = first.read_text(encoding="utf-8")
+        first.write_text(text.replace("<title>", "<title>Edited: ", 2), encoding="utf-8")
+        outcomes = job.ingest(config, corpus, START + timedelta(days=2))
+        assert [o.unchanged for o in outcomes] == [False, True, True]
+        titles = [s.document.title for s in corpus.snapshot(START + timedelta(days=2))]
+        assert any(t.startswith("Edited: ") for t in titles)
+
+
+def test_a_touched_file_is_checked_by_content_and_a_past_date_replays(tmp_path, daily):
+    config = _config(tmp_path / "data", daily)
+    with Corpus.in_dir(config.data_dir) as corpus:
+        job.ingest(config, corpus, START + timedelta(days=3))
+        # Same bytes, new modification time: parsed again (the validator is size, mtime and hash).
+        first = sorted(daily.iterdir())[0]
+        os.utime(first, ns=(first.stat().st_atime_ns, first.stat().st_mtime_ns + 10**9))
+        assert [o.unchanged for o in job.ingest(config, corpus, START + timedelta(days=3))] == [False] + [True] * 3
+        # An earlier date than the files' ingest date re-reads them: the corpus of that date is rebuilt as then.
+        assert not any(o.unchanged for o in job.ingest(config, corpus, START + timedelta(days=1)))
+        with Corpus.in_dir(tmp_path / "fresh") as fresh:
+            job.ingest(config, fresh, START + timedelta(days=1))
+            assert _state(corpus, START + timedelta(days=1))[0] == _state(fresh, START + timedelta(days=1))[0]
+
+
+def test_other_retention_settings_parse_again(tmp_path, daily):
+    with Corpus.in_dir(tmp_path / "data") as corpus:
+        job.ingest(_config(tmp_path / "data", daily), corpus, START + timedelta(days=2))
+        outcomes = job.ingest(_config(tmp_path / "data", daily, max_age_days=30), corpus, START + timedelta(days=2))
+        assert not any(o.unchanged for o in outcomes)
+
+
+def test_near_copies_flagged_only_on_the_kept_rows_give_the_same_drift_rows(tmp_path, daily, embedder, monkeypatch):
+    """Differential: drift rows with near copies looked for among the rows window_drift keeps equal those with
+    every row flagged (the previous cost: all of the reference window against the whole corpus)."""
+    import numpy as np
+
+    from pipeline import drift
+    from pipeline.config import DriftConfig
+    from pipeline.embeddings import embed_cached
+
+    config = _config(tmp_path / "data", daily).replace(
+        drift=DriftConfig(sample_cap=12, permutations=99, min_current=5, min_reference=5, evidently=False,
+                          duplicate_cosine=0.6))
+    day = START + timedelta(days=5)
+    with Corpus.in_dir(config.data_dir) as corpus:
+        for i in range(6):
+            job.ingest(config, corpus, START + timedelta(days=i))
+        snapshot = corpus.snapshot(day)
+        chunks = job.chunk_documents(config, snapshot)
+        vectors = embed_cached(corpus, embedder, [c.text for c in chunks]).vectors
+        fast = job.drift_rows(config, corpus, embedder, day, snapshot, chunks, vectors, [])
+
+        def every_row(config, documents, vectors_of, duplicate, seed):
+            by_id = {s.document.id: s.document for s in documents}
+            sample_chunks = job.chunk_documents(config, documents)
+            sample_vectors = vectors_of(sample_chunks)
+            docs = [by_id[c.doc_id] for c in sample_chunks]
+            return drift.Sample(sample_vectors, [d.categories[0] if d.categories else "" for d in docs],
+                                [d.source for d in docs], [d.title for d in docs],
+                                duplicate(sample_vectors, sample_chunks))
+
+        monkeypatch.setattr(job, "_sample", every_row)
+        full = job.drift_rows(config, corpus, embedder, day, snapshot, chunks, vectors, [])
+    assert any(r["n_reference"] > 12 for r in full)  # the cap is in play
+    dup = [r for r in full if r["statistic"] == drift.DUPLICATES.name]
+    assert dup and not np.isnan(dup[0]["value"])
+    same = lambda a, b: a == b or (a != a and b != b)  # noqa: E731 - NaN equals NaN here
+    assert len(fast) == len(full)
+    assert all(a.keys() == b.keys() and all(same(a[k], b[k]) for k in a) for a, b in zip(fast, full))
+
+
+# --- persisted indexes ------------------------------------------------------------------------------------------
+
+
+def _rankings(config, chunks, vectors, questions, query_vectors, **built):
+    from pipeline.retrieval import Retriever
+
+    retriever = Retriever(chunks, vectors, config, **built)
+    return {p: retriever.search(p, questions, query_vectors) for p in ("dense", "bm25", "hybrid")}
+
+
+def test_stored_indexes_rank_as_fresh_ones_and_a_mismatch_rebuilds(tmp_path, daily, embedder, caplog):
+    """Persisted, then loaded for the same chunks: every question's dense, BM25 and hybrid ranking equals a fresh
+    build's. Another chunk list, model or setting in the sidecar: nothing is loaded."""
+    import dataclasses
+
+    from pipeline import indexes
+    from pipeline.config import Bm25Config
+    from pipeline.embeddings import embed_cached
+    from pipeline.gold import load_gold
+
+    config = _config(tmp_path / "data", daily)
+    config = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=("bm25", "dense", "hybrid")))
+    gold = load_gold(config.gold)
+    questions = [q.question for q in gold]
+    with Corpus.in_dir(config.data_dir) as corpus:
+        for i in range(4):
+            job.ingest(config, corpus, START + timedelta(days=i))
+        chunks = job.chunk_documents(config, corpus.snapshot(START + timedelta(days=3)))
+        vectors = embed_cached(corpus, embedder, [c.text for c in chunks]).vectors
+        query_vectors = embed_cached(corpus, embedder, questions).vectors
+    expected = indexes.sidecar(config, embedder.key, chunks, vectors.shape[1])
+    first = indexes.load(config.data_dir, expected, config)
+    assert first.dense is None and first.bm25 is None  # nothing stored yet
+    from pipeline.retrieval import Retriever
+
+    fresh = Retriever(chunks, vectors, config)
+    indexes.save(config.data_dir, first, fresh.dense, fresh.bm25)
+    stored = json.loads((config.data_dir / indexes.INDEX_DIR / indexes.SIDECAR).read_text())
+    assert stored == expected and stored["chunks"] == len(chunks) and stored["dimension"] == 384
+    loaded = indexes.load(config.data_dir, expected, config)
+    assert loaded.dense is not None and loaded.bm25 is not None
+    assert (_rankings(config, chunks, vectors, questions, query_vectors, dense=loaded.dense, bm25=loaded.bm25)
+            == _rankings(config, chunks, vectors, questions, query_vectors))
+    # Any mismatch rebuilds: one chunk fewer, another model, other BM25 settings.
+    for other in (indexes.sidecar(config, embedder.key, chunks[:-1], 384),
+                  indexes.sidecar(config, embedder.key + "@onnx", chunks, 384),
+                  indexes.sidecar(config.replace(bm25=Bm25Config(k1=1.2)), embedder.key, chunks, 384)):
+        with caplog.at_level("INFO", logger="pipeline.indexes"):
+            rebuilt = indexes.load(config.data_dir, other, config)
+        assert rebuilt.dense is None and rebuilt.bm25 is None
+    assert "rebuilding" in caplog.text
+
+
+def test_the_job_keeps_the_latest_dates_indexes_and_reruns_rank_the_same(e2e_config, embedder):
+    from pipeline import indexes
+
+    config = e2e_config
+    days = sorted(p.name[:10] for p in next(s.path for s in config.sources).iterdir())
+    last = date.fromisoformat(days[-1])
+    first = job.run_day(config, last, embedder=embedder, notify=False)
+    sidecar = (config.data_dir / indexes.INDEX_DIR / indexes.SIDECAR).read_text()
+    again = job.run_day(config, last, embedder=embedder, notify=False)  # loads the stored indexes
+    assert [r["retrieved"] for r in again.per_question] == [r["retrieved"] for r in first.per_question]
+    job.run_day(config, date.fromisoformat(days[0]), embedder=embedder, notify=False)  # a past date
+    assert (config.data_dir / indexes.INDEX_DIR / indexes.SIDECAR).read_text() == sidecar  # kept the latest's
