@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline import store
+from pipeline import jsonl, store
 from pipeline.agreement import agreement
 from pipeline.errors import DriftwatchError
 from pipeline.gold import GoldQuestion
@@ -144,18 +144,7 @@ def parse_logged(lines: Iterable[str], source: str, gold: Mapping[str, GoldQuest
     file's date."""
     records: list[tuple[date | None, AnswerRecord]] = []
     seen: dict[tuple[str, date | None], int] = {}
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{source}:{lineno}"
-        if len(line) > MAX_LINE_LENGTH:
-            raise AnswersError(f"{where}: the line is {len(line)} characters, over {MAX_LINE_LENGTH}")
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise AnswersError(f"{where}: not valid JSON: {exc.msg} (column {exc.colno})") from None
-        if not isinstance(obj, dict):
-            raise AnswersError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    for lineno, where, obj in jsonl.objects(lines, source, AnswersError, max_length=MAX_LINE_LENGTH):
         unknown = sorted(set(obj) - set(LOGGED_KEYS))
         if unknown:
             raise AnswersError(f"{where}: unknown key {unknown[0]!r} (valid: {', '.join(LOGGED_KEYS)})")

@@ -8,7 +8,6 @@ import logging
 import math
 import os
 import re
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline import store
+from pipeline import netio, store
 from pipeline.alerts import ALERT, WARNING
 from pipeline.config import Config, MlflowExportConfig, PrometheusExportConfig, WhylogsExportConfig, has_scheme
 from pipeline.corpus import Corpus, text_hash
@@ -176,25 +175,13 @@ def with_events(events: str, outcomes: Iterable[ExportOutcome]) -> str:
 
 
 def within(seconds: float, what: str, work: Callable[[], object]) -> object:
-    """`work()` on a worker thread, given `seconds` of wall-clock time: a client library's requests (MLflow's)
-    retry and time out per read, so only this bounds the whole exchange. A call past its deadline is left to
-    finish on its daemon thread; what it still writes, the next export checks."""
-    result: dict[str, object] = {}
-
-    def target() -> None:
-        try:
-            result["value"] = work()
-        except BaseException as exc:  # noqa: BLE001 (re-raised on the caller's thread)
-            result["error"] = exc
-
-    worker = threading.Thread(target=target, daemon=True, name=f"export {what}")
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
-        raise ExportError(f"{what} gave no answer within the deadline of {seconds:g} s")
-    if "error" in result:
-        raise result["error"]
-    return result.get("value")
+    """`work()` given `seconds` of wall-clock time (netio.within): a client library's requests (MLflow's) retry
+    and time out per read, so only this bounds the whole exchange. What a call past its deadline still writes,
+    the next export checks."""
+    try:
+        return netio.within(seconds, what, work)
+    except TimeoutError as exc:
+        raise ExportError(str(exc)) from None
 
 
 def _import_quietly(module: str):

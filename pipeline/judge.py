@@ -19,8 +19,23 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.answers import (CONTRADICTED, NO_CLAIMS, NO_DETERMINABLE, NOT_JUDGED, REFUSAL, SCORED, SUPPORTED,
-                              UNPARSEABLE, UNREACHABLE, VERDICTS, AnswerRecord, Claim, Judgement, undetermined)
+from pipeline import netio
+from pipeline.answers import (
+    CONTRADICTED,
+    NO_CLAIMS,
+    NO_DETERMINABLE,
+    NOT_JUDGED,
+    REFUSAL,
+    SCORED,
+    SUPPORTED,
+    UNPARSEABLE,
+    UNREACHABLE,
+    VERDICTS,
+    AnswerRecord,
+    Claim,
+    Judgement,
+    undetermined,
+)
 from pipeline.config import GenerationConfig
 from pipeline.errors import DriftwatchError
 
@@ -147,24 +162,9 @@ def _retryable(error: Exception) -> bool:
 
 
 def _call_with_deadline(fn: Callable[[], object], seconds: float) -> object:
-    """fn() in a worker thread, given up after `seconds` of wall-clock time (TimeoutError). The client's own
-    timeout (the same seconds, per socket operation) ends the abandoned thread's read soon after."""
-    box: dict = {}
-
-    def work() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # handed to the caller
-            box["error"] = exc
-
-    worker = threading.Thread(target=work, daemon=True, name="judge-call")
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
-        raise TimeoutError(f"no reply within the deadline of {seconds:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    """fn() given up after `seconds` of wall-clock time (TimeoutError). The client's own timeout (the same
+    seconds, per socket operation) ends the abandoned thread's read soon after."""
+    return netio.within(seconds, "the endpoint", fn)
 
 
 class Client:

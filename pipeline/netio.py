@@ -11,6 +11,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _READ_CHUNK = 64 * 1024
@@ -180,3 +181,27 @@ def _read_body(response: http.client.HTTPResponse, max_bytes: int) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
     raise BodyError(f"body exceeds the limit of {max_bytes} bytes")
+
+
+def within(seconds: float, what: str, work: Callable[[], object]) -> object:
+    """`work()` on a worker thread, given `seconds` of wall-clock time (TimeoutError naming `what` after that).
+
+    For client libraries (openai's httpx, MLflow's requests) whose timeouts are per socket read and which retry
+    on their own, so only this bounds the whole exchange. A call past its deadline is left to finish on its
+    daemon thread (the library's own timeout ends it); the caller must not rely on what it still does."""
+    box: dict = {}
+
+    def target() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # noqa: BLE001 (re-raised on the caller's thread)
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, daemon=True, name=f"deadline {what}")
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise TimeoutError(f"{what} gave no answer within the deadline of {seconds:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
