@@ -48,6 +48,9 @@ def sidecar(config: Config, model: str, chunks: Sequence[Chunk], dimension: int)
             .hexdigest()[:12], "chunk_ids": h.hexdigest()[:16]}
 
 
+CORPUS_KEYS = {"chunks", "chunk_ids"}  # sidecar keys that change whenever the corpus does
+
+
 def load(data_dir: Path, expected: dict, config: Config) -> Built:
     """The stored indexes when their sidecar equals `expected`; otherwise none (the run builds them), with the
     mismatch logged."""
@@ -58,7 +61,11 @@ def load(data_dir: Path, expected: dict, config: Config) -> Built:
         return Built(None, None, expected)
     if stored != expected:
         changed = sorted(k for k in expected if stored.get(k) != expected[k])
-        log.info("stored indexes were built for other chunks or settings (%s differ): rebuilding", ", ".join(changed))
+        # New or changed chunks are every day with news (not worth a line in a demo or cron log); other
+        # settings or another model are worth one.
+        level = logging.DEBUG if set(changed) <= CORPUS_KEYS else logging.INFO
+        log.log(level, "stored indexes were built for other chunks or settings (%s differ): rebuilding",
+                ", ".join(changed))
         return Built(None, None, expected)
     dense = bm25 = None
     try:

@@ -177,7 +177,9 @@ def test_stored_indexes_rank_as_fresh_ones_and_a_mismatch_rebuilds(tmp_path, dai
         with caplog.at_level("INFO", logger="pipeline.indexes"):
             rebuilt = indexes.load(config.data_dir, other, config)
         assert rebuilt.dense is None and rebuilt.bm25 is None
-    assert "rebuilding" in caplog.text
+    # Another model and other settings are told (INFO); new chunks, every day with news, only at DEBUG.
+    told = {r.message.split("(")[1].split(" differ")[0] for r in caplog.records if "rebuilding" in r.message}
+    assert told == {"model", "config_hash"}
 
 
 def test_the_job_keeps_the_latest_dates_indexes_and_reruns_rank_the_same(e2e_config, embedder):
