@@ -94,6 +94,11 @@ class History:
     def per_question(self) -> pd.DataFrame:
         return store.read_per_question(self.data_dir)
 
+    @cached_property
+    def generation(self) -> pd.DataFrame:
+        """The answer layer's per-run rows (generation.csv; none on a run without [generation])."""
+        return store.read(self.data_dir, store.GENERATION)
+
     def dates(self) -> list[date]:
         return [d.date() for d in self.runs[store.RUN_DATE]]
 
@@ -218,6 +223,8 @@ def mlflow_points(history: History, day: date) -> dict[str, float]:
     points = {mlflow_key(r.pipeline, f"{r.metric}_at_{r.k}"): r.value
               for r in history.on(history.metrics, day).itertuples()}
     points |= {mlflow_key("drift", r.statistic): r.value for r in history.on(history.drift, day).itertuples()}
+    points |= {mlflow_key("answers", r.pipeline, r.source, r.metric): r.value
+               for r in history.on(history.generation, day).itertuples()}
     points |= {mlflow_key("alerts", s): n for s, n in history.alert_counts(day).items()}
     run = history.run(day)
     points |= {mlflow_key("run", c): run[c] for c in RUN_NUMBERS}
@@ -358,6 +365,17 @@ def metric_families(history: History) -> list:
             statistic.add_metric([r.statistic], float(r.value))
         if r.verdict in ("drifted", "stable"):
             drifted.add_metric([r.statistic], float(r.verdict == "drifted"))
+    answer = gauge("answer_metric", "The answer layer's mean of a metric in the latest run (generation.csv: "
+                                    "faithfulness, answer relevance, heuristics; source judge or heuristic).",
+                   ("pipeline", "source", "metric"))
+    undetermined = gauge("answer_undetermined", "Answers of the latest run the metric could not score "
+                                                "(generation.csv undetermined: never folded into the mean).",
+                         ("pipeline", "source", "metric"))
+    for r in history.on(history.generation, day).itertuples():
+        if not pd.isna(r.value):
+            answer.add_metric([r.pipeline, r.source, r.metric], float(r.value))
+        if not pd.isna(r.undetermined):
+            undetermined.add_metric([r.pipeline, r.source, r.metric], float(r.undetermined))
     alerts = gauge("alerts_open", "Alerts of the latest run (new and ongoing) by severity.", ("severity",))
     for severity, n in history.alert_counts(day).items():
         alerts.add_metric([severity], n)
@@ -376,7 +394,7 @@ def metric_families(history: History) -> list:
         ("run_seconds", "How long the latest run took (its runs.csv seconds).", float(run["seconds"])),
         ("corpus_documents", "Documents in the corpus after the latest run.", float(run["docs_total"])),
         ("corpus_chunks", "Chunks indexed in the latest run.", float(run["chunks_total"])))]
-    return [retrieval, statistic, drifted, alerts, *single, documents, feeds, info]
+    return [retrieval, statistic, drifted, answer, undetermined, alerts, *single, documents, feeds, info]
 
 
 class StoreCollector:

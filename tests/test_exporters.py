@@ -261,3 +261,28 @@ def test_an_exporter_without_its_package_is_a_config_error_naming_the_key(tmp_pa
     config_file.write_text('data_dir = "store"\ngold = "gold.jsonl"\n\n[export.prometheus]\npath = "m.txt"\n')
     with pytest.raises(ConfigError, match=r"export\.prometheus\.path: must end in \.prom"):
         load_config(config_file)
+
+
+def test_the_answer_layer_is_exported_beside_retrieval(built, tmp_path):
+    """generation.csv's rows of the latest run reach Prometheus and MLflow; an undefined mean is left out."""
+    data_dir = tmp_path / "store"
+    shutil.copytree(built.data_dir, data_dir)
+    rows = [{"run_date": "2026-11-04", "pipeline": "logged", "source": "judge", "metric": "faithfulness",
+             "value": 0.75, "n": 8, "undetermined": 2},
+            {"run_date": "2026-11-04", "pipeline": "logged", "source": "heuristic", "metric": "k_precision",
+             "value": 0.5, "n": 10, "undetermined": 0},
+            {"run_date": "2026-11-04", "pipeline": "logged", "source": "judge", "metric": "answer_relevance",
+             "value": None, "n": 0, "undetermined": 10}]
+    store.replace_date(data_dir, store.GENERATION, date(2026, 11, 4), rows)
+    samples = _samples(exporters.exposition(exporters.metric_families(History(data_dir))).decode())
+    labels = lambda source, metric: (("metric", metric), ("pipeline", "logged"), ("source", source))  # noqa: E731
+    assert samples[("driftwatch_answer_metric", labels("judge", "faithfulness"))] == 0.75
+    assert samples[("driftwatch_answer_metric", labels("heuristic", "k_precision"))] == 0.5
+    assert ("driftwatch_answer_metric", labels("judge", "answer_relevance")) not in samples
+    assert samples[("driftwatch_answer_undetermined", labels("judge", "answer_relevance"))] == 10
+    assert samples[("driftwatch_answer_undetermined", labels("judge", "faithfulness"))] == 2
+    points = exporters.mlflow_points(History(data_dir), date(2026, 11, 4))
+    assert points["answers.logged.judge.faithfulness"] == 0.75
+    assert points["answers.logged.heuristic.k_precision"] == 0.5
+    assert "answers.logged.judge.answer_relevance" not in points
+    assert not any(k.startswith("answers.") for k in exporters.mlflow_points(History(data_dir), date(2026, 11, 3)))
