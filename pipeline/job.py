@@ -126,10 +126,24 @@ def _is_latest(config: Config, run_date: date) -> bool:
     return runs.empty or run_date >= runs[store.RUN_DATE].max().date()
 
 
-def chunk_documents(config: Config, documents: Sequence[StoredDocument]) -> list[Chunk]:
+def chunk_documents(config: Config, documents: Sequence[StoredDocument],
+                    cache: dict[tuple[str, str], list[Chunk]] | None = None) -> list[Chunk]:
+    """Every document's chunks in order. `cache` (one per run and chunking setting: keyed by document id and
+    content hash) keeps each document's chunks, so a document met again in the same run is not split again."""
     size, overlap = config.chunking.size, config.chunking.overlap
-    return [c for stored in documents
-            for c in chunk_document(stored.document.id, stored.document.title, stored.document.text, size, overlap)]
+    if cache is None:
+        return [c for stored in documents
+                for c in chunk_document(stored.document.id, stored.document.title, stored.document.text, size,
+                                        overlap)]
+    out: list[Chunk] = []
+    for stored in documents:
+        key = (stored.document.id, stored.content_hash)
+        chunks = cache.get(key)
+        if chunks is None:
+            doc = stored.document
+            chunks = cache[key] = chunk_document(doc.id, doc.title, doc.text, size, overlap)
+        out += chunks
+    return out
 
 
 def evaluate_pipelines(config: Config, retriever: Retriever, gold: Sequence[GoldQuestion],
@@ -207,8 +221,9 @@ class Window:
         return (self.start + timedelta(days=1)).isoformat(), self.end.isoformat()
 
 
-def drift_windows(config: Config, corpus: Corpus, run_date: date,
-                  snapshot: Sequence[StoredDocument]) -> tuple[Window, Window, list[StoredDocument]]:
+def drift_windows(config: Config, corpus: Corpus, run_date: date, snapshot: Sequence[StoredDocument],
+                  chunked: dict[tuple[str, str], list[Chunk]] | None = None
+                  ) -> tuple[Window, Window, list[StoredDocument]]:
     """The reference window, the current window and the documents that entered in the current window.
 
     The current window is the last `window_days` days up to the run date, grown a day at a time (up to
@@ -218,26 +233,29 @@ def drift_windows(config: Config, corpus: Corpus, run_date: date,
     for days in range(d.window_days, d.max_window_days + 1):
         current = Window(run_date - timedelta(days=days), run_date)
         documents = entered(corpus, current, snapshot)
-        if len(chunk_documents(config, documents)) >= d.min_current:
+        if len(chunk_documents(config, documents, chunked)) >= d.min_current:
             break
     pinned = store.read_reference(config.data_dir)
     end = pinned if pinned is not None and pinned <= current.start else current.start
     return Window(end - timedelta(days=d.reference_days), end), current, documents
 
 
-def entered(corpus: Corpus, window: Window, at_end: Sequence[StoredDocument] | None = None) -> list[StoredDocument]:
-    """The documents of the corpus at the window's end whose version is not the one of its start."""
-    before = {(s.document.id, s.content_hash) for s in corpus.snapshot(window.start)}
-    return [s for s in (at_end if at_end is not None else corpus.snapshot(window.end))
-            if (s.document.id, s.content_hash) not in before]
+def entered(corpus: Corpus, window: Window, at_end: Sequence[StoredDocument] | None = None,
+            known: Sequence[StoredDocument] = ()) -> list[StoredDocument]:
+    """The documents of the corpus at the window's end whose version is not the one of its start, found by SQL
+    (`Corpus.entered`). `at_end` (the corpus at the window's end) or `known` (any stored documents, such as the
+    run's snapshot) supply the documents they hold instead of reading them again."""
+    held = {(s.document.id, s.content_hash): s for s in (at_end if at_end is not None else known)}
+    return corpus.entered(window.start, window.end, held)
 
 
 def _sample(config: Config, documents: Sequence[StoredDocument], vectors_of: Callable[[list[Chunk]], np.ndarray],
-            duplicate: Callable[[np.ndarray, list[Chunk]], np.ndarray], seed: int) -> drift.Sample:
+            duplicate: Callable[[np.ndarray, list[Chunk]], np.ndarray], seed: int,
+            chunked: dict[tuple[str, str], list[Chunk]] | None = None) -> drift.Sample:
     """One side of the drift comparison. Near copies are looked for only among the rows `window_drift` keeps
     (its seeded sample of drift.sample_cap, drawn with `seed`); the other rows' flags are never read."""
     by_id = {s.document.id: s.document for s in documents}
-    chunks = chunk_documents(config, documents)
+    chunks = chunk_documents(config, documents, chunked)
     vectors = vectors_of(chunks)
     docs = [by_id[c.doc_id] for c in chunks]
     keep = drift.kept_rows(len(chunks), config.drift.sample_cap, seed)
@@ -286,10 +304,13 @@ def _short(statistics: Sequence[str], why: str) -> list[drift.Verdict]:
 
 def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: date,
                snapshot: Sequence[StoredDocument], chunks: Sequence[Chunk], vectors: np.ndarray,
-               top1: list[tuple[str, float]]) -> list[dict]:
+               top1: list[tuple[str, float]], chunked: dict[tuple[str, str], list[Chunk]] | None = None
+               ) -> list[dict]:
     """drift.csv rows: what entered in the current window against the reference window (each statistic
-    with its null and verdict), Evidently and the top-1 cosines as context, and query-log drift."""
-    reference_window, current_window, new_documents = drift_windows(config, corpus, run_date, snapshot)
+    with its null and verdict), Evidently and the top-1 cosines as context, and query-log drift. `chunked`: the
+    run's chunk cache (see `chunk_documents`)."""
+    chunked = {} if chunked is None else chunked
+    reference_window, current_window, new_documents = drift_windows(config, corpus, run_date, snapshot, chunked)
     position = {c.id: i for i, c in enumerate(chunks)}
 
     def vectors_of(sample_chunks: list[Chunk]) -> np.ndarray:
@@ -301,10 +322,12 @@ def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: dat
         return embed_cached(corpus, embedder, [c.text for c in sample_chunks]).vectors
 
     current = _sample(config, new_documents, vectors_of,
-                      _near_copies(config, snapshot, chunks, vectors, run_date), drift.current_seed(config.drift))
-    reference_docs = entered(corpus, reference_window)
+                      _near_copies(config, snapshot, chunks, vectors, run_date), drift.current_seed(config.drift),
+                      chunked)
+    reference_docs = entered(corpus, reference_window, known=snapshot)  # the snapshot's documents not read again
     reference = _sample(config, reference_docs, vectors_of,  # the run's vectors, else the cache (deleted since)
-                        _near_copies(config, snapshot, chunks, vectors, reference_window.end), config.drift.seed)
+                        _near_copies(config, snapshot, chunks, vectors, reference_window.end), config.drift.seed,
+                        chunked)
     n_ref, n_cur = len(reference), len(current)
     why = drift.not_enough(n_ref, n_cur, config.drift)
     names = [s.name for s in drift.FAMILY]
@@ -424,7 +447,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             for outcome in answered.values():
                 corpus.ingest(returned_documents(outcome), run_date)
         snapshot = corpus.snapshot(run_date)
-        chunks = chunk_documents(config, snapshot)
+        chunked: dict[tuple[str, str], list[Chunk]] = {}  # each document split once per run
+        chunks = chunk_documents(config, snapshot, chunked)
         embedded = embed_cached(corpus, embedder, [c.text for c in chunks])
         rankings: dict[str, list[Ranking]] = {}
         metric_rows: list[dict] = []
@@ -475,7 +499,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             ranked_by_target[target.name] = ranked
             signal_rows += signals.signal_rows(run_date.isoformat(), target.name, ranked, gold, config.retrieval.k,
                                                history, config.alerts.window)
-        drift_table = drift_rows(config, corpus, embedder, run_date, snapshot, chunks, embedded.vectors, top1)
+        drift_table = drift_rows(config, corpus, embedder, run_date, snapshot, chunks, embedded.vectors, top1,
+                                 chunked)
         counts = corpus.counts(run_date)
         fetched = [o for o in outcomes if not o.replayed]
         failed = [o for o in fetched if not o.ok]  # sources.collect has logged each with its URL

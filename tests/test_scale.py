@@ -192,3 +192,41 @@ def test_the_job_keeps_the_latest_dates_indexes_and_reruns_rank_the_same(e2e_con
     assert [r["retrieved"] for r in again.per_question] == [r["retrieved"] for r in first.per_question]
     job.run_day(config, date.fromisoformat(days[0]), embedder=embedder, notify=False)  # a past date
     assert (config.data_dir / indexes.INDEX_DIR / indexes.SIDECAR).read_text() == sidecar  # kept the latest's
+
+
+def _entered_by_snapshots(corpus: Corpus, start: date, end: date) -> list:
+    """The reference definition: the snapshot at `end` less the (id, content hash) pairs of the one at `start`."""
+    before = {(s.document.id, s.content_hash) for s in corpus.snapshot(start)}
+    return [s for s in corpus.snapshot(end) if (s.document.id, s.content_hash) not in before]
+
+
+def test_entered_by_sql_equals_comparing_whole_snapshots(tmp_path, daily):
+    """Differential: on the news slice ingested day by day, then edited (a text changed, one changed and changed
+    back, deletions, an entry first seen on a past date), `entered` found by SQL (with and without documents
+    supplied) equals the difference of the two snapshots, for every window of the period."""
+    import dataclasses
+
+    config = _config(tmp_path / "data", daily)
+    with Corpus.in_dir(config.data_dir) as corpus:
+        for i in range(6):
+            job.ingest(config, corpus, START + timedelta(days=i))
+        docs = corpus.snapshot(START + timedelta(days=5))
+        a, b, c = (s.document for s in docs[:3])
+        corpus.ingest([dataclasses.replace(a, text=a.text + " corrected")], START + timedelta(days=6))
+        corpus.ingest([dataclasses.replace(b, text="changed")], START + timedelta(days=6))
+        corpus.ingest([b], START + timedelta(days=7))  # changed back
+        corpus.delete([c.id, docs[3].document.id], START + timedelta(days=7), "removed")
+        late = dataclasses.replace(docs[4].document, id="late-entry")
+        corpus.ingest([late], START + timedelta(days=7))
+        corpus.ingest([late], START + timedelta(days=2))  # first seen moved to a past date
+        days = [date.min, *(START + timedelta(days=i) for i in range(-1, 10))]
+        checked = 0
+        for x, start in enumerate(days):
+            for end in days[x:]:
+                expected = _entered_by_snapshots(corpus, start, end)
+                window = job.Window(start, end)
+                assert job.entered(corpus, window) == expected
+                assert job.entered(corpus, window, corpus.snapshot(end)) == expected
+                assert job.entered(corpus, window, known=corpus.snapshot(START + timedelta(days=3))) == expected
+                checked += bool(expected)
+        assert checked > 30
