@@ -111,6 +111,12 @@ class DenseIndex:
         scores, ids = self.index.search(np.ascontiguousarray(queries, dtype=np.float32), min(n, self.n))
         return scores, ids
 
+    def vectors(self) -> np.ndarray:
+        """The vectors the index holds, in order (as added: the same float32 values)."""
+        if not self.n:
+            return np.zeros((0, 0), dtype=np.float32)
+        return self.index.reconstruct_n(0, self.n)
+
     def save(self, path: Path) -> None:
         import faiss
 
