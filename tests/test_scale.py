@@ -108,7 +108,7 @@ def test_near_copies_flagged_only_on_the_kept_rows_give_the_same_drift_rows(tmp_
         vectors = embed_cached(corpus, embedder, [c.text for c in chunks]).vectors
         fast = job.drift_rows(config, corpus, embedder, day, snapshot, chunks, vectors, [])
 
-        def every_row(config, documents, vectors_of, duplicate, seed):
+        def every_row(config, documents, vectors_of, duplicate, seed, chunked=None):
             by_id = {s.document.id: s.document for s in documents}
             sample_chunks = job.chunk_documents(config, documents)
             sample_vectors = vectors_of(sample_chunks)
@@ -188,8 +188,14 @@ def test_the_job_keeps_the_latest_dates_indexes_and_reruns_rank_the_same(e2e_con
     last = date.fromisoformat(days[-1])
     first = job.run_day(config, last, embedder=embedder, notify=False)
     sidecar = (config.data_dir / indexes.INDEX_DIR / indexes.SIDECAR).read_text()
-    again = job.run_day(config, last, embedder=embedder, notify=False)  # loads the stored indexes
+    again = job.run_day(config, last, embedder=embedder, notify=False)  # loads the stored indexes (and vectors)
     assert [r["retrieved"] for r in again.per_question] == [r["retrieved"] for r in first.per_question]
+    same = lambda a, b: a == b or (a != a and b != b)  # noqa: E731 - NaN equals NaN here
+    for name in ("per_question", "metrics", "drift", "signals"):  # the vectors from the index: the same rows
+        x, y = getattr(first, name), getattr(again, name)
+        assert len(x) == len(y) and all(a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+                                        for a, b in zip(x, y)), name
+    assert again.run["chunks_total"] == first.run["chunks_total"] and again.run["chunks_embedded"] == 0
     job.run_day(config, date.fromisoformat(days[0]), embedder=embedder, notify=False)  # a past date
     assert (config.data_dir / indexes.INDEX_DIR / indexes.SIDECAR).read_text() == sidecar  # kept the latest's
 
@@ -230,3 +236,20 @@ def test_entered_by_sql_equals_comparing_whole_snapshots(tmp_path, daily):
                 assert job.entered(corpus, window, known=corpus.snapshot(START + timedelta(days=3))) == expected
                 checked += bool(expected)
         assert checked > 30
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_a_stored_dense_index_gives_back_the_vectors_it_was_built_from(tmp_path, kind):
+    """The run takes the chunk vectors from a matching stored index instead of the cache: they must be the
+    same float32 values, in order, after a save and a load."""
+    import numpy as np
+
+    from pipeline.config import RetrievalConfig
+    from pipeline.retrieval import DenseIndex
+
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((500, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    DenseIndex(vectors, RetrievalConfig(dense_index=kind)).save(tmp_path / "dense.faiss")
+    loaded = DenseIndex.load(tmp_path / "dense.faiss", kind)
+    assert loaded.vectors().dtype == np.float32 and np.array_equal(loaded.vectors(), vectors)
