@@ -67,6 +67,14 @@ CREATE TABLE IF NOT EXISTS feed_files (
     ingested_at TEXT NOT NULL,         -- the earliest run date this version was ingested on
     PRIMARY KEY (source, path)
 );
+-- Each document version's chunk texts under one chunking setting, so a run does not split it again.
+CREATE TABLE IF NOT EXISTS chunk_cache (
+    doc_id TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    settings TEXT NOT NULL,            -- the chunking settings (size, overlap)
+    texts TEXT NOT NULL,               -- JSON list of the chunk texts in order
+    PRIMARY KEY (doc_id, content_hash, settings)
+);
 CREATE INDEX IF NOT EXISTS documents_first_seen ON documents (first_seen);
 CREATE INDEX IF NOT EXISTS versions_valid_from ON versions (valid_from);
 """
@@ -399,6 +407,19 @@ class Corpus:
             self.db.executemany(
                 "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)",
                 [(model, h, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()])
+
+    # -- chunk cache -----------------------------------------------------------------------
+
+    def cached_chunks(self, settings: str) -> dict[tuple[str, str], list[str]]:
+        """The chunk texts of every document version chunked under `settings`, by (doc id, content hash)."""
+        return {(doc_id, h): json.loads(texts) for doc_id, h, texts in self.db.execute(
+            "SELECT doc_id, content_hash, texts FROM chunk_cache WHERE settings = ?", (settings,))}
+
+    def cache_chunks(self, settings: str, chunks: Mapping[tuple[str, str], Sequence[str]]) -> None:
+        with self.db:
+            self.db.executemany("INSERT OR REPLACE INTO chunk_cache VALUES (?, ?, ?, ?)",
+                                [(doc_id, h, settings, json.dumps(list(texts), ensure_ascii=False))
+                                 for (doc_id, h), texts in chunks.items()])
 
     # -- HTTP validators -------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import pandas as pd
 from pipeline import answers, drift, indexes, signals, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
 from pipeline.notify import deliver, enqueue
-from pipeline.chunking import Chunk, chunk_document
+from pipeline.chunking import Chunk, chunk_document, chunk_id
 from pipeline.config import Config, TargetConfig, builtin_pipelines, require_sources, target_list
 from pipeline.corpus import CORPUS_FILE, Corpus, StoredDocument, text_hash
 from pipeline.corpus import check_file as check_corpus
@@ -144,6 +144,30 @@ def chunk_documents(config: Config, documents: Sequence[StoredDocument],
             chunks = cache[key] = chunk_document(doc.id, doc.title, doc.text, size, overlap)
         out += chunks
     return out
+
+
+def chunk_snapshot(config: Config, corpus: Corpus, documents: Sequence[StoredDocument],
+                   chunked: dict[tuple[str, str], list[Chunk]]) -> list[Chunk]:
+    """`chunk_documents` with the corpus's chunk cache: the document versions chunked before under the same
+    settings are not split again, and those split now are added to the cache."""
+    settings = f"size={config.chunking.size} overlap={config.chunking.overlap}"
+    cached = corpus.cached_chunks(settings)
+    fresh: dict[tuple[str, str], list[str]] = {}
+    for stored in documents:
+        key = (stored.document.id, stored.content_hash)
+        if key in chunked:
+            continue
+        texts = cached.get(key)
+        if texts is None:
+            doc = stored.document
+            chunked[key] = chunk_document(doc.id, doc.title, doc.text, config.chunking.size, config.chunking.overlap)
+            fresh[key] = [c.text for c in chunked[key]]
+        else:
+            doc_id = stored.document.id
+            chunked[key] = [Chunk(chunk_id(doc_id, n), doc_id, n, text) for n, text in enumerate(texts)]
+    if fresh:
+        corpus.cache_chunks(settings, fresh)
+    return chunk_documents(config, documents, chunked)
 
 
 def evaluate_pipelines(config: Config, retriever: Retriever, gold: Sequence[GoldQuestion],
@@ -461,7 +485,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                 corpus.ingest(returned_documents(outcome), run_date)
         snapshot = corpus.snapshot(run_date)
         chunked: dict[tuple[str, str], list[Chunk]] = {}  # each document split once per run
-        chunks = chunk_documents(config, snapshot, chunked)
+        chunks = chunk_snapshot(config, corpus, snapshot, chunked)
         stored = _stored_indexes(config, corpus, embedder, chunks) if builtin else None
         if stored is not None and stored.dense is not None:  # the vectors the stored index holds: not read again
             embedded = Embedded(stored.dense.vectors(), 0)

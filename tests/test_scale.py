@@ -253,3 +253,31 @@ def test_a_stored_dense_index_gives_back_the_vectors_it_was_built_from(tmp_path,
     DenseIndex(vectors, RetrievalConfig(dense_index=kind)).save(tmp_path / "dense.faiss")
     loaded = DenseIndex.load(tmp_path / "dense.faiss", kind)
     assert loaded.vectors().dtype == np.float32 and np.array_equal(loaded.vectors(), vectors)
+
+
+def test_chunks_from_the_corpus_cache_equal_fresh_ones(tmp_path, daily):
+    """Differential: the chunks of a snapshot taken from the corpus's chunk cache (a second run, a changed
+    document, other chunking settings) equal `chunk_documents` splitting every document again."""
+    import dataclasses
+
+    from pipeline.config import ChunkingConfig
+
+    config = _config(tmp_path / "data", daily)
+    with Corpus.in_dir(config.data_dir) as corpus:
+        for i in range(3):
+            job.ingest(config, corpus, START + timedelta(days=i))
+        day = START + timedelta(days=2)
+        snapshot = corpus.snapshot(day)
+        expected = job.chunk_documents(config, snapshot)
+        assert job.chunk_snapshot(config, corpus, snapshot, {}) == expected  # fills the cache
+        settings = f"size={config.chunking.size} overlap={config.chunking.overlap}"
+        assert len(corpus.cached_chunks(settings)) == len(snapshot)
+        assert job.chunk_snapshot(config, corpus, snapshot, {}) == expected  # from the cache
+        doc = snapshot[0].document
+        corpus.ingest([dataclasses.replace(doc, text=doc.text + " " + "more words " * 200)], day)
+        changed = corpus.snapshot(day)
+        assert job.chunk_snapshot(config, corpus, changed, {}) == job.chunk_documents(config, changed)
+        assert len(job.chunk_documents(config, changed)) > len(expected)
+        small = config.replace(chunking=ChunkingConfig(size=20, overlap=5))
+        assert job.chunk_snapshot(small, corpus, changed, {}) == job.chunk_documents(small, changed)
+        assert job.chunk_snapshot(small, corpus, changed, {}) == job.chunk_documents(small, changed)
