@@ -72,7 +72,7 @@ CREATE TABLE IF NOT EXISTS chunk_cache (
     doc_id TEXT NOT NULL,
     content_hash TEXT NOT NULL,
     settings TEXT NOT NULL,            -- the chunking settings (size, overlap)
-    texts TEXT NOT NULL,               -- JSON list of the chunk texts in order
+    texts TEXT NOT NULL,               -- the chunk texts in order, joined by newlines (a chunk has none)
     PRIMARY KEY (doc_id, content_hash, settings)
 );
 CREATE INDEX IF NOT EXISTS documents_first_seen ON documents (first_seen);
@@ -412,14 +412,16 @@ class Corpus:
 
     def cached_chunks(self, settings: str) -> dict[tuple[str, str], list[str]]:
         """The chunk texts of every document version chunked under `settings`, by (doc id, content hash)."""
-        return {(doc_id, h): json.loads(texts) for doc_id, h, texts in self.db.execute(
+        return {(doc_id, h): texts.split("\n") if texts else [] for doc_id, h, texts in self.db.execute(
             "SELECT doc_id, content_hash, texts FROM chunk_cache WHERE settings = ?", (settings,))}
 
     def cache_chunks(self, settings: str, chunks: Mapping[tuple[str, str], Sequence[str]]) -> None:
+        """Keep the chunk texts of these document versions; a text holding a newline (chunks are words joined
+        by spaces: none does) is not kept, so the newline-joined form always splits back."""
         with self.db:
             self.db.executemany("INSERT OR REPLACE INTO chunk_cache VALUES (?, ?, ?, ?)",
-                                [(doc_id, h, settings, json.dumps(list(texts), ensure_ascii=False))
-                                 for (doc_id, h), texts in chunks.items()])
+                                [(doc_id, h, settings, "\n".join(texts)) for (doc_id, h), texts in chunks.items()
+                                 if not any("\n" in t or not t for t in texts)])
 
     # -- HTTP validators -------------------------------------------------------------------
 
