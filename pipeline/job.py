@@ -291,24 +291,42 @@ def _sample(config: Config, documents: Sequence[StoredDocument], vectors_of: Cal
 
 
 def _near_copies(config: Config, snapshot: Sequence[StoredDocument], chunks: Sequence[Chunk], vectors: np.ndarray,
-                 seen_by: date) -> Callable[[np.ndarray, list[Chunk]], np.ndarray]:
+                 seen_by: date, owners: tuple[np.ndarray, np.ndarray, dict[str, int]] | None = None
+                 ) -> Callable[[np.ndarray, list[Chunk]], np.ndarray]:
     """A function flagging, per chunk, a near copy (cosine >= drift.duplicate_cosine) among the chunks of
-    OTHER documents of the corpus first seen by `seen_by`."""
-    first_seen = {s.document.id: s.first_seen for s in snapshot}
-    keep = np.array([first_seen[c.doc_id] <= seen_by.isoformat() for c in chunks], bool)
-    number: dict[str, int] = {}  # documents as integers: comparing (sample x pool) ids as strings was seconds
-    pool = vectors[keep]
-    owners = np.array([number.setdefault(c.doc_id, len(number)) for c, k in zip(chunks, keep) if k], np.int64)
+    OTHER documents of the corpus first seen by `seen_by`. `owners`: `_chunk_owners(snapshot, chunks)`, when
+    the caller has it (it is the same for every `seen_by`)."""
+    first_seen, owner, number = owners or _chunk_owners(snapshot, chunks)
+    keep = first_seen <= seen_by.isoformat()
+    everything = bool(keep.all())
+    pool = vectors if everything else vectors[keep]  # no copy of the whole corpus's vectors when all are in
+    pool_owner = owner if everything else owner[keep]
+    order = np.argsort(pool_owner, kind="stable")  # the pool's rows grouped by document
+    grouped = pool_owner[order]
 
     def flags(sample: np.ndarray, sample_chunks: list[Chunk]) -> np.ndarray:
         if not len(pool) or not len(sample):
             return np.zeros(len(sample), bool)
         similarity = sample @ pool.T
         mine = np.array([number.get(c.doc_id, -1) for c in sample_chunks], np.int64)
-        similarity[mine[:, None] == owners[None, :]] = -1
+        lo, hi = np.searchsorted(grouped, mine, "left"), np.searchsorted(grouped, mine, "right")
+        if (hi > lo).any():  # each row's own document's chunks do not count
+            rows = np.repeat(np.arange(len(mine)), hi - lo)
+            similarity[rows, order[np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)])]] = -1
         return similarity.max(axis=1) >= config.drift.duplicate_cosine
 
     return flags
+
+
+def _chunk_owners(snapshot: Sequence[StoredDocument], chunks: Sequence[Chunk]
+                  ) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """Per chunk, its document's first-seen date and its document as an integer (comparing ids as strings was
+    seconds), and those integers by document id."""
+    first_seen = {s.document.id: s.first_seen for s in snapshot}
+    number: dict[str, int] = {}
+    owner = np.fromiter((number.setdefault(c.doc_id, len(number)) for c in chunks), np.int64, len(chunks))
+    dates = np.array([first_seen[c.doc_id] for c in chunks] or [""], dtype=str)[:len(chunks)]
+    return dates, owner, number
 
 
 def _rows(run_date: date, verdicts: Sequence[drift.Verdict], reference: Window, current: Window, n_ref: int,
@@ -345,13 +363,14 @@ def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: dat
             return vectors[at].reshape(len(sample_chunks), vectors.shape[1])
         return embed_cached(corpus, embedder, [c.text for c in sample_chunks]).vectors
 
+    owners = _chunk_owners(snapshot, chunks)
     current = _sample(config, new_documents, vectors_of,
-                      _near_copies(config, snapshot, chunks, vectors, run_date), drift.current_seed(config.drift),
-                      chunked)
+                      _near_copies(config, snapshot, chunks, vectors, run_date, owners),
+                      drift.current_seed(config.drift), chunked)
     reference_docs = entered(corpus, reference_window, known=snapshot)  # the snapshot's documents not read again
     reference = _sample(config, reference_docs, vectors_of,  # the run's vectors, else the cache (deleted since)
-                        _near_copies(config, snapshot, chunks, vectors, reference_window.end), config.drift.seed,
-                        chunked)
+                        _near_copies(config, snapshot, chunks, vectors, reference_window.end, owners),
+                        config.drift.seed, chunked)
     n_ref, n_cur = len(reference), len(current)
     why = drift.not_enough(n_ref, n_cur, config.drift)
     names = [s.name for s in drift.FAMILY]

@@ -281,3 +281,37 @@ def test_chunks_from_the_corpus_cache_equal_fresh_ones(tmp_path, daily):
         small = config.replace(chunking=ChunkingConfig(size=20, overlap=5))
         assert job.chunk_snapshot(small, corpus, changed, {}) == job.chunk_documents(small, changed)
         assert job.chunk_snapshot(small, corpus, changed, {}) == job.chunk_documents(small, changed)
+
+
+def test_near_copy_flags_equal_the_brute_force_comparison():
+    """Differential: `_near_copies` (documents as integers, own-document chunks masked by sorted position, the
+    corpus's vectors not copied when every document is in the pool) flags what comparing every sample chunk
+    with every other document's chunk first seen by the date flags."""
+    import numpy as np
+
+    from pipeline.chunking import Chunk
+    from pipeline.config import Config, DriftConfig
+    from pipeline.corpus import StoredDocument
+    from pipeline.sources import Document
+
+    rng = np.random.default_rng(5)
+    docs = [StoredDocument(Document(f"d{i}", "", "", "", None, "s", ()), "h", f"2026-03-0{1 + i % 3}")
+            for i in range(60)]
+    chunks = [Chunk(f"d{i}#{n}", f"d{i}", n, "") for i in rng.permutation(60) for n in range(1 + i % 3)]
+    vectors = rng.standard_normal((len(chunks), 16)).astype(np.float32)
+    for a, b in rng.integers(0, len(chunks), (25, 2)):  # near copies, some within one document
+        vectors[b] = vectors[a] + 0.01 * rng.standard_normal(16)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    config = Config(data_dir=Path("."), gold=Path("g"), drift=DriftConfig(duplicate_cosine=0.9))
+    first = {d.document.id: d.first_seen for d in docs}
+    sample = list(rng.choice(len(chunks), 40, replace=False))
+    outsider = Chunk("elsewhere#0", "elsewhere", 0, "")
+    for day in (date(2026, 2, 28), date(2026, 3, 1), date(2026, 3, 2), date(2026, 3, 3)):
+        flags = job._near_copies(config, docs, chunks, vectors, day)
+        sample_vectors = np.vstack([vectors[sample], vectors[:1]])
+        got = flags(sample_vectors, [chunks[i] for i in sample] + [outsider])
+        expected = [any(chunks[j].doc_id != c.doc_id and first[chunks[j].doc_id] <= day.isoformat()
+                        and float(v @ vectors[j]) >= 0.9 for j in range(len(chunks)))
+                    for c, v in zip([chunks[i] for i in sample] + [outsider], sample_vectors)]
+        assert list(got) == expected
+        assert day < date(2026, 3, 1) or any(expected)
