@@ -315,3 +315,20 @@ def test_near_copy_flags_equal_the_brute_force_comparison():
                     for c, v in zip([chunks[i] for i in sample] + [outsider], sample_vectors)]
         assert list(got) == expected
         assert day < date(2026, 3, 1) or any(expected)
+
+
+def test_bm25_best_first_equals_sorting_every_matched_chunk():
+    """Differential: the BM25 ranking from the best-scored chunks only (ties included) equals collapsing the
+    full sort of every matched chunk, with heavy ties, few documents, and depths above the document count."""
+    import numpy as np
+
+    from pipeline.chunking import Chunk
+    from pipeline.retrieval import ChunkTable, _best_first, _sorted_desc
+
+    rng = np.random.default_rng(11)
+    for n_docs, per_doc, levels, depth in ((3000, 2, 7, 10), (400, 5, 1000, 100), (30, 3, 3, 50), (5000, 1, 2, 20)):
+        chunks = [Chunk(f"d{i:05d}#{n}", f"d{i:05d}", n, "") for i in range(n_docs) for n in range(per_doc)]
+        table = ChunkTable.build(chunks)
+        matched = np.sort(rng.choice(len(chunks), len(chunks) * 3 // 4, replace=False))
+        scores = rng.integers(0, levels, len(matched)).astype(np.float32) / 3
+        assert _best_first(table, scores, matched, depth) == table.collapse(*_sorted_desc(scores, matched), depth)
