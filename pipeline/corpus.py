@@ -67,6 +67,16 @@ CREATE TABLE IF NOT EXISTS feed_files (
     ingested_at TEXT NOT NULL,         -- the earliest run date this version was ingested on
     PRIMARY KEY (source, path)
 );
+-- Each document version's chunk texts under one chunking setting, so a run does not split it again.
+CREATE TABLE IF NOT EXISTS chunk_cache (
+    doc_id TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    settings TEXT NOT NULL,            -- the chunking settings (size, overlap)
+    texts TEXT NOT NULL,               -- the chunk texts in order, joined by newlines (a chunk has none)
+    PRIMARY KEY (doc_id, content_hash, settings)
+);
+CREATE INDEX IF NOT EXISTS documents_first_seen ON documents (first_seen);
+CREATE INDEX IF NOT EXISTS versions_valid_from ON versions (valid_from);
 """
 
 # The version of each document in force on a date, for documents present on that date.
@@ -79,6 +89,31 @@ WHERE d.first_seen <= :day AND (d.deleted_at IS NULL OR d.deleted_at > :day)
   AND v.valid_from = (SELECT MAX(valid_from) FROM versions
                       WHERE doc_id = d.doc_id AND valid_from <= :day)
 ORDER BY d.doc_id
+"""
+
+
+# The (doc_id, content_hash, valid_from) of the version in force at :end of each document present at :end whose
+# version is not the one in force at :start (new since, or changed since): only documents first seen or given a
+# version in (start, end] can be such, found by the indexes on first_seen and valid_from.
+_ENTERED = """
+SELECT d.doc_id, v.content_hash, v.valid_from
+FROM documents d
+JOIN versions v ON v.doc_id = d.doc_id
+WHERE d.doc_id IN (SELECT doc_id FROM documents WHERE first_seen > :start AND first_seen <= :end
+                   UNION SELECT doc_id FROM versions WHERE valid_from > :start AND valid_from <= :end)
+  AND d.first_seen <= :end AND (d.deleted_at IS NULL OR d.deleted_at > :end)
+  AND v.valid_from = (SELECT MAX(valid_from) FROM versions WHERE doc_id = d.doc_id AND valid_from <= :end)
+  AND (d.first_seen > :start OR v.content_hash IS NOT
+       (SELECT content_hash FROM versions WHERE doc_id = d.doc_id AND valid_from <= :start
+        ORDER BY valid_from DESC LIMIT 1))
+ORDER BY d.doc_id
+"""
+
+_VERSIONS = """
+SELECT v.doc_id, v.title, v.text, v.url, v.published, v.source, v.categories, v.content_hash, d.first_seen,
+       v.valid_from
+FROM versions v JOIN documents d ON d.doc_id = v.doc_id
+WHERE v.doc_id IN ({marks})
 """
 
 
@@ -134,6 +169,23 @@ def _readonly_uri(path: Path) -> str:
     if Path(f"{path}-wal").exists():
         return f"{uri}?mode=ro"
     return f"{uri}?mode=ro&immutable=1"
+
+
+def _stored(rows: Sequence[tuple]) -> list[StoredDocument]:
+    """StoredDocuments of rows (doc_id, title, text, url, published, source, categories, content_hash,
+    first_seen, ...)."""
+    categories: dict[str, tuple[str, ...]] = {}  # few distinct lists: each decoded once
+
+    def decoded(raw: str) -> tuple[str, ...]:
+        if raw not in categories:
+            categories[raw] = tuple(json.loads(raw))
+        return categories[raw]
+
+    return [StoredDocument(
+        Document(id=r[0], title=r[1], text=r[2], url=r[3],
+                 published=datetime.fromisoformat(r[4]) if r[4] else None,
+                 source=r[5], categories=decoded(r[6])),
+        content_hash=r[7], first_seen=r[8]) for r in rows]
 
 
 class Corpus:
@@ -273,19 +325,25 @@ class Corpus:
 
     def snapshot(self, run_date: date | str) -> list[StoredDocument]:
         """The corpus as it stood on `run_date`, ordered by doc id (reconstructable for any past date)."""
-        rows = self.db.execute(_SNAPSHOT, {"day": _day(run_date)}).fetchall()
-        categories: dict[str, tuple[str, ...]] = {}  # few distinct lists: each decoded once
+        return _stored(self.db.execute(_SNAPSHOT, {"day": _day(run_date)}).fetchall())
 
-        def decoded(raw: str) -> tuple[str, ...]:
-            if raw not in categories:
-                categories[raw] = tuple(json.loads(raw))
-            return categories[raw]
-
-        return [StoredDocument(
-            Document(id=r[0], title=r[1], text=r[2], url=r[3],
-                     published=datetime.fromisoformat(r[4]) if r[4] else None,
-                     source=r[5], categories=decoded(r[6])),
-            content_hash=r[7], first_seen=r[8]) for r in rows]
+    def entered(self, start: date | str, end: date | str,
+                known: Mapping[tuple[str, str], StoredDocument] | None = None) -> list[StoredDocument]:
+        """The documents of the corpus at `end` whose version is not the one in force at `start` (new or changed
+        in (start, end]), ordered by doc id: `snapshot(end)` less the (id, content hash) pairs of
+        `snapshot(start)`, found by SQL. A document whose (id, content hash) is in `known` is taken from it
+        (the same stored version) instead of being read again."""
+        pairs = self.db.execute(_ENTERED, {"start": _day(start), "end": _day(end)}).fetchall()
+        known = known or {}
+        wanted = {(doc_id, valid_from) for doc_id, h, valid_from in pairs if (doc_id, h) not in known}
+        read: dict[tuple[str, str], StoredDocument] = {}
+        ids = sorted({doc_id for doc_id, _ in wanted})
+        for i in range(0, len(ids), 900):
+            batch = ids[i : i + 900]
+            rows = self.db.execute(_VERSIONS.format(marks=",".join("?" * len(batch))), batch).fetchall()
+            rows = [r for r in rows if (r[0], r[9]) in wanted]
+            read.update(((s.document.id, s.content_hash), s) for s in _stored(rows))
+        return [known.get((doc_id, h)) or read[(doc_id, h)] for doc_id, h, _ in pairs]
 
     def counts(self, run_date: date | str) -> IngestCounts:
         day = _day(run_date)
@@ -349,6 +407,21 @@ class Corpus:
             self.db.executemany(
                 "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)",
                 [(model, h, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()])
+
+    # -- chunk cache -----------------------------------------------------------------------
+
+    def cached_chunks(self, settings: str) -> dict[tuple[str, str], list[str]]:
+        """The chunk texts of every document version chunked under `settings`, by (doc id, content hash)."""
+        return {(doc_id, h): texts.split("\n") if texts else [] for doc_id, h, texts in self.db.execute(
+            "SELECT doc_id, content_hash, texts FROM chunk_cache WHERE settings = ?", (settings,))}
+
+    def cache_chunks(self, settings: str, chunks: Mapping[tuple[str, str], Sequence[str]]) -> None:
+        """Keep the chunk texts of these document versions; a text holding a newline (chunks are words joined
+        by spaces: none does) is not kept, so the newline-joined form always splits back."""
+        with self.db:
+            self.db.executemany("INSERT OR REPLACE INTO chunk_cache VALUES (?, ?, ?, ?)",
+                                [(doc_id, h, settings, "\n".join(texts)) for (doc_id, h), texts in chunks.items()
+                                 if not any("\n" in t or not t for t in texts)])
 
     # -- HTTP validators -------------------------------------------------------------------
 

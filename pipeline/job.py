@@ -17,11 +17,11 @@ import pandas as pd
 from pipeline import answers, drift, indexes, signals, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
 from pipeline.notify import deliver, enqueue
-from pipeline.chunking import Chunk, chunk_document
+from pipeline.chunking import Chunk, chunk_document, chunk_id
 from pipeline.config import Config, TargetConfig, builtin_pipelines, require_sources, target_list
-from pipeline.corpus import CORPUS_FILE, Corpus, StoredDocument
+from pipeline.corpus import CORPUS_FILE, Corpus, StoredDocument, text_hash
 from pipeline.corpus import check_file as check_corpus
-from pipeline.embeddings import Embedder, embed_cached, locate_model
+from pipeline.embeddings import Embedded, Embedder, embed_cached, locate_model
 from pipeline.exporters import export, with_events
 from pipeline.gold import GoldQuestion, load_gold
 from pipeline.metrics import MEAN_NAMES, METRICS, evaluate
@@ -126,10 +126,48 @@ def _is_latest(config: Config, run_date: date) -> bool:
     return runs.empty or run_date >= runs[store.RUN_DATE].max().date()
 
 
-def chunk_documents(config: Config, documents: Sequence[StoredDocument]) -> list[Chunk]:
+def chunk_documents(config: Config, documents: Sequence[StoredDocument],
+                    cache: dict[tuple[str, str], list[Chunk]] | None = None) -> list[Chunk]:
+    """Every document's chunks in order. `cache` (one per run and chunking setting: keyed by document id and
+    content hash) keeps each document's chunks, so a document met again in the same run is not split again."""
     size, overlap = config.chunking.size, config.chunking.overlap
-    return [c for stored in documents
-            for c in chunk_document(stored.document.id, stored.document.title, stored.document.text, size, overlap)]
+    if cache is None:
+        return [c for stored in documents
+                for c in chunk_document(stored.document.id, stored.document.title, stored.document.text, size,
+                                        overlap)]
+    out: list[Chunk] = []
+    for stored in documents:
+        key = (stored.document.id, stored.content_hash)
+        chunks = cache.get(key)
+        if chunks is None:
+            doc = stored.document
+            chunks = cache[key] = chunk_document(doc.id, doc.title, doc.text, size, overlap)
+        out += chunks
+    return out
+
+
+def chunk_snapshot(config: Config, corpus: Corpus, documents: Sequence[StoredDocument],
+                   chunked: dict[tuple[str, str], list[Chunk]]) -> list[Chunk]:
+    """`chunk_documents` with the corpus's chunk cache: the document versions chunked before under the same
+    settings are not split again, and those split now are added to the cache."""
+    settings = f"size={config.chunking.size} overlap={config.chunking.overlap}"
+    cached = corpus.cached_chunks(settings)
+    fresh: dict[tuple[str, str], list[str]] = {}
+    for stored in documents:
+        key = (stored.document.id, stored.content_hash)
+        if key in chunked:
+            continue
+        texts = cached.get(key)
+        if texts is None:
+            doc = stored.document
+            chunked[key] = chunk_document(doc.id, doc.title, doc.text, config.chunking.size, config.chunking.overlap)
+            fresh[key] = [c.text for c in chunked[key]]
+        else:
+            doc_id = stored.document.id
+            chunked[key] = [Chunk(chunk_id(doc_id, n), doc_id, n, text) for n, text in enumerate(texts)]
+    if fresh:
+        corpus.cache_chunks(settings, fresh)
+    return chunk_documents(config, documents, chunked)
 
 
 def evaluate_pipelines(config: Config, retriever: Retriever, gold: Sequence[GoldQuestion],
@@ -207,8 +245,9 @@ class Window:
         return (self.start + timedelta(days=1)).isoformat(), self.end.isoformat()
 
 
-def drift_windows(config: Config, corpus: Corpus, run_date: date,
-                  snapshot: Sequence[StoredDocument]) -> tuple[Window, Window, list[StoredDocument]]:
+def drift_windows(config: Config, corpus: Corpus, run_date: date, snapshot: Sequence[StoredDocument],
+                  chunked: dict[tuple[str, str], list[Chunk]] | None = None
+                  ) -> tuple[Window, Window, list[StoredDocument]]:
     """The reference window, the current window and the documents that entered in the current window.
 
     The current window is the last `window_days` days up to the run date, grown a day at a time (up to
@@ -218,26 +257,29 @@ def drift_windows(config: Config, corpus: Corpus, run_date: date,
     for days in range(d.window_days, d.max_window_days + 1):
         current = Window(run_date - timedelta(days=days), run_date)
         documents = entered(corpus, current, snapshot)
-        if len(chunk_documents(config, documents)) >= d.min_current:
+        if len(chunk_documents(config, documents, chunked)) >= d.min_current:
             break
     pinned = store.read_reference(config.data_dir)
     end = pinned if pinned is not None and pinned <= current.start else current.start
     return Window(end - timedelta(days=d.reference_days), end), current, documents
 
 
-def entered(corpus: Corpus, window: Window, at_end: Sequence[StoredDocument] | None = None) -> list[StoredDocument]:
-    """The documents of the corpus at the window's end whose version is not the one of its start."""
-    before = {(s.document.id, s.content_hash) for s in corpus.snapshot(window.start)}
-    return [s for s in (at_end if at_end is not None else corpus.snapshot(window.end))
-            if (s.document.id, s.content_hash) not in before]
+def entered(corpus: Corpus, window: Window, at_end: Sequence[StoredDocument] | None = None,
+            known: Sequence[StoredDocument] = ()) -> list[StoredDocument]:
+    """The documents of the corpus at the window's end whose version is not the one of its start, found by SQL
+    (`Corpus.entered`). `at_end` (the corpus at the window's end) or `known` (any stored documents, such as the
+    run's snapshot) supply the documents they hold instead of reading them again."""
+    held = {(s.document.id, s.content_hash): s for s in (at_end if at_end is not None else known)}
+    return corpus.entered(window.start, window.end, held)
 
 
 def _sample(config: Config, documents: Sequence[StoredDocument], vectors_of: Callable[[list[Chunk]], np.ndarray],
-            duplicate: Callable[[np.ndarray, list[Chunk]], np.ndarray], seed: int) -> drift.Sample:
+            duplicate: Callable[[np.ndarray, list[Chunk]], np.ndarray], seed: int,
+            chunked: dict[tuple[str, str], list[Chunk]] | None = None) -> drift.Sample:
     """One side of the drift comparison. Near copies are looked for only among the rows `window_drift` keeps
     (its seeded sample of drift.sample_cap, drawn with `seed`); the other rows' flags are never read."""
     by_id = {s.document.id: s.document for s in documents}
-    chunks = chunk_documents(config, documents)
+    chunks = chunk_documents(config, documents, chunked)
     vectors = vectors_of(chunks)
     docs = [by_id[c.doc_id] for c in chunks]
     keep = drift.kept_rows(len(chunks), config.drift.sample_cap, seed)
@@ -249,24 +291,42 @@ def _sample(config: Config, documents: Sequence[StoredDocument], vectors_of: Cal
 
 
 def _near_copies(config: Config, snapshot: Sequence[StoredDocument], chunks: Sequence[Chunk], vectors: np.ndarray,
-                 seen_by: date) -> Callable[[np.ndarray, list[Chunk]], np.ndarray]:
+                 seen_by: date, owners: tuple[np.ndarray, np.ndarray, dict[str, int]] | None = None
+                 ) -> Callable[[np.ndarray, list[Chunk]], np.ndarray]:
     """A function flagging, per chunk, a near copy (cosine >= drift.duplicate_cosine) among the chunks of
-    OTHER documents of the corpus first seen by `seen_by`."""
-    first_seen = {s.document.id: s.first_seen for s in snapshot}
-    keep = np.array([first_seen[c.doc_id] <= seen_by.isoformat() for c in chunks], bool)
-    number: dict[str, int] = {}  # documents as integers: comparing (sample x pool) ids as strings was seconds
-    pool = vectors[keep]
-    owners = np.array([number.setdefault(c.doc_id, len(number)) for c, k in zip(chunks, keep) if k], np.int64)
+    OTHER documents of the corpus first seen by `seen_by`. `owners`: `_chunk_owners(snapshot, chunks)`, when
+    the caller has it (it is the same for every `seen_by`)."""
+    first_seen, owner, number = owners or _chunk_owners(snapshot, chunks)
+    keep = first_seen <= seen_by.isoformat()
+    everything = bool(keep.all())
+    pool = vectors if everything else vectors[keep]  # no copy of the whole corpus's vectors when all are in
+    pool_owner = owner if everything else owner[keep]
+    order = np.argsort(pool_owner, kind="stable")  # the pool's rows grouped by document
+    grouped = pool_owner[order]
 
     def flags(sample: np.ndarray, sample_chunks: list[Chunk]) -> np.ndarray:
         if not len(pool) or not len(sample):
             return np.zeros(len(sample), bool)
         similarity = sample @ pool.T
         mine = np.array([number.get(c.doc_id, -1) for c in sample_chunks], np.int64)
-        similarity[mine[:, None] == owners[None, :]] = -1
+        lo, hi = np.searchsorted(grouped, mine, "left"), np.searchsorted(grouped, mine, "right")
+        if (hi > lo).any():  # each row's own document's chunks do not count
+            rows = np.repeat(np.arange(len(mine)), hi - lo)
+            similarity[rows, order[np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)])]] = -1
         return similarity.max(axis=1) >= config.drift.duplicate_cosine
 
     return flags
+
+
+def _chunk_owners(snapshot: Sequence[StoredDocument], chunks: Sequence[Chunk]
+                  ) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """Per chunk, its document's first-seen date and its document as an integer (comparing ids as strings was
+    seconds), and those integers by document id."""
+    first_seen = {s.document.id: s.first_seen for s in snapshot}
+    number: dict[str, int] = {}
+    owner = np.fromiter((number.setdefault(c.doc_id, len(number)) for c in chunks), np.int64, len(chunks))
+    dates = np.array([first_seen[c.doc_id] for c in chunks] or [""], dtype=str)[:len(chunks)]
+    return dates, owner, number
 
 
 def _rows(run_date: date, verdicts: Sequence[drift.Verdict], reference: Window, current: Window, n_ref: int,
@@ -286,10 +346,13 @@ def _short(statistics: Sequence[str], why: str) -> list[drift.Verdict]:
 
 def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: date,
                snapshot: Sequence[StoredDocument], chunks: Sequence[Chunk], vectors: np.ndarray,
-               top1: list[tuple[str, float]]) -> list[dict]:
+               top1: list[tuple[str, float]], chunked: dict[tuple[str, str], list[Chunk]] | None = None
+               ) -> list[dict]:
     """drift.csv rows: what entered in the current window against the reference window (each statistic
-    with its null and verdict), Evidently and the top-1 cosines as context, and query-log drift."""
-    reference_window, current_window, new_documents = drift_windows(config, corpus, run_date, snapshot)
+    with its null and verdict), Evidently and the top-1 cosines as context, and query-log drift. `chunked`: the
+    run's chunk cache (see `chunk_documents`)."""
+    chunked = {} if chunked is None else chunked
+    reference_window, current_window, new_documents = drift_windows(config, corpus, run_date, snapshot, chunked)
     position = {c.id: i for i, c in enumerate(chunks)}
 
     def vectors_of(sample_chunks: list[Chunk]) -> np.ndarray:
@@ -300,11 +363,14 @@ def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: dat
             return vectors[at].reshape(len(sample_chunks), vectors.shape[1])
         return embed_cached(corpus, embedder, [c.text for c in sample_chunks]).vectors
 
+    owners = _chunk_owners(snapshot, chunks)
     current = _sample(config, new_documents, vectors_of,
-                      _near_copies(config, snapshot, chunks, vectors, run_date), drift.current_seed(config.drift))
-    reference_docs = entered(corpus, reference_window)
+                      _near_copies(config, snapshot, chunks, vectors, run_date, owners),
+                      drift.current_seed(config.drift), chunked)
+    reference_docs = entered(corpus, reference_window, known=snapshot)  # the snapshot's documents not read again
     reference = _sample(config, reference_docs, vectors_of,  # the run's vectors, else the cache (deleted since)
-                        _near_copies(config, snapshot, chunks, vectors, reference_window.end), config.drift.seed)
+                        _near_copies(config, snapshot, chunks, vectors, reference_window.end, owners),
+                        config.drift.seed, chunked)
     n_ref, n_cur = len(reference), len(current)
     why = drift.not_enough(n_ref, n_cur, config.drift)
     names = [s.name for s in drift.FAMILY]
@@ -396,6 +462,19 @@ def target_row(run_date: date, target: TargetConfig, outcome: Outcome | None, n_
             "seconds": outcome.seconds if outcome else math.nan, "message": outcome.message if outcome else ""}
 
 
+def _stored_indexes(config: Config, corpus: Corpus, embedder: Embedder,
+                    chunks: Sequence[Chunk]) -> indexes.Built | None:
+    """The stored indexes matching the run's chunks and settings (the dimension from the first chunk's cached
+    vector), or None when that vector is not cached (the run embeds first, then looks)."""
+    if not chunks:
+        return None
+    probe = corpus.cached_embeddings(embedder.key, [text_hash(chunks[0].text)])
+    if not probe:
+        return None
+    dimension = next(iter(probe.values())).shape[0]
+    return indexes.load(config.data_dir, indexes.sidecar(config, embedder.key, chunks, dimension), config)
+
+
 def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embedder | None = None,
             notify: bool = True) -> RunResult:
     """The daily job for one date. Re-running a date replaces that date's rows.
@@ -424,8 +503,15 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             for outcome in answered.values():
                 corpus.ingest(returned_documents(outcome), run_date)
         snapshot = corpus.snapshot(run_date)
-        chunks = chunk_documents(config, snapshot)
-        embedded = embed_cached(corpus, embedder, [c.text for c in chunks])
+        chunked: dict[tuple[str, str], list[Chunk]] = {}  # each document split once per run
+        chunks = chunk_snapshot(config, corpus, snapshot, chunked)
+        stored = _stored_indexes(config, corpus, embedder, chunks) if builtin else None
+        if stored is not None and stored.dense is not None:  # the vectors the stored index holds: not read again
+            embedded = Embedded(stored.dense.vectors(), 0)
+        else:
+            embedded = embed_cached(corpus, embedder, [c.text for c in chunks])
+            if stored is not None and stored.sidecar["dimension"] != embedded.vectors.shape[-1]:
+                stored = None
         rankings: dict[str, list[Ranking]] = {}
         metric_rows: list[dict] = []
         question_rows: list[dict] = []
@@ -437,8 +523,9 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             queries = embed_cached(corpus, embedder, [q.question for q in gold])
             reranker = (Reranker(config.rerank, config.embedder.device) if "hybrid_rerank" in builtin else None)
             indexed = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=builtin))
-            stored = indexes.load(data_dir, indexes.sidecar(config, embedder.key, chunks, embedded.vectors.shape[-1]),
-                                  config)
+            if stored is None:
+                stored = indexes.load(data_dir, indexes.sidecar(config, embedder.key, chunks,
+                                                                embedded.vectors.shape[-1]), config)
             retriever = Retriever(chunks, embedded.vectors, indexed, reranker, stored.dense, stored.bm25)
             if _is_latest(config, run_date):  # the latest date's indexes are kept; a past date's are not
                 indexes.save(data_dir, stored, retriever.dense, retriever.bm25)
@@ -475,7 +562,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             ranked_by_target[target.name] = ranked
             signal_rows += signals.signal_rows(run_date.isoformat(), target.name, ranked, gold, config.retrieval.k,
                                                history, config.alerts.window)
-        drift_table = drift_rows(config, corpus, embedder, run_date, snapshot, chunks, embedded.vectors, top1)
+        drift_table = drift_rows(config, corpus, embedder, run_date, snapshot, chunks, embedded.vectors, top1,
+                                 chunked)
         counts = corpus.counts(run_date)
         fetched = [o for o in outcomes if not o.replayed]
         failed = [o for o in fetched if not o.ok]  # sources.collect has logged each with its URL

@@ -85,6 +85,22 @@ class ChunkTable:
                        tuple(self.chunks[c].id for c in order[keep]))
 
 
+def _best_first(table: ChunkTable, scores: np.ndarray, positions: np.ndarray, depth: int) -> Ranking:
+    """`table.collapse` of every chunk sorted by `_sorted_desc`, sorting only the best-scored chunks: those scoring
+    at least the m-th best score (ties included, so they are a prefix of the full order), m growing until they
+    hold `depth` documents."""
+    n = len(scores)
+    m = max(4 * depth, 64)
+    while m < n:
+        cut = np.partition(scores, n - m)[n - m]
+        best = scores >= cut
+        ranking = table.collapse(*_sorted_desc(scores[best], positions[best]), depth)
+        if len(ranking.doc_ids) >= depth:
+            return ranking
+        m *= 4
+    return table.collapse(*_sorted_desc(scores, positions), depth)
+
+
 def _sorted_desc(scores: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sort by score descending; ties keep chunk order (document id order), so results are stable."""
     order = np.lexsort((positions, -scores))
@@ -110,6 +126,12 @@ class DenseIndex:
     def search(self, queries: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
         scores, ids = self.index.search(np.ascontiguousarray(queries, dtype=np.float32), min(n, self.n))
         return scores, ids
+
+    def vectors(self) -> np.ndarray:
+        """The vectors the index holds, in order (as added: the same float32 values)."""
+        if not self.n:
+            return np.zeros((0, 0), dtype=np.float32)
+        return self.index.reconstruct_n(0, self.n)
 
     def save(self, path: Path) -> None:
         import faiss
@@ -283,8 +305,7 @@ class Retriever:
         out = []
         for question in questions:
             matched, scores = self.bm25.matching(question)  # a chunk sharing no term with the question is not retrieved
-            order, sc = _sorted_desc(scores, matched)
-            out.append(self.table.collapse(order, sc, self.depth))
+            out.append(_best_first(self.table, scores, matched, self.depth))
         return out
 
     def search(self, pipeline: str, questions: Sequence[str], query_vectors: np.ndarray | None,

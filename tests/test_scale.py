@@ -108,7 +108,7 @@ def test_near_copies_flagged_only_on_the_kept_rows_give_the_same_drift_rows(tmp_
         vectors = embed_cached(corpus, embedder, [c.text for c in chunks]).vectors
         fast = job.drift_rows(config, corpus, embedder, day, snapshot, chunks, vectors, [])
 
-        def every_row(config, documents, vectors_of, duplicate, seed):
+        def every_row(config, documents, vectors_of, duplicate, seed, chunked=None):
             by_id = {s.document.id: s.document for s in documents}
             sample_chunks = job.chunk_documents(config, documents)
             sample_vectors = vectors_of(sample_chunks)
@@ -190,7 +190,147 @@ def test_the_job_keeps_the_latest_dates_indexes_and_reruns_rank_the_same(e2e_con
     last = date.fromisoformat(days[-1])
     first = job.run_day(config, last, embedder=embedder, notify=False)
     sidecar = (config.data_dir / indexes.INDEX_DIR / indexes.SIDECAR).read_text()
-    again = job.run_day(config, last, embedder=embedder, notify=False)  # loads the stored indexes
+    again = job.run_day(config, last, embedder=embedder, notify=False)  # loads the stored indexes (and vectors)
     assert [r["retrieved"] for r in again.per_question] == [r["retrieved"] for r in first.per_question]
+    same = lambda a, b: a == b or (a != a and b != b)  # noqa: E731 - NaN equals NaN here
+    for name in ("per_question", "metrics", "drift", "signals"):  # the vectors from the index: the same rows
+        x, y = getattr(first, name), getattr(again, name)
+        assert len(x) == len(y) and all(a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+                                        for a, b in zip(x, y)), name
+    assert again.run["chunks_total"] == first.run["chunks_total"] and again.run["chunks_embedded"] == 0
     job.run_day(config, date.fromisoformat(days[0]), embedder=embedder, notify=False)  # a past date
     assert (config.data_dir / indexes.INDEX_DIR / indexes.SIDECAR).read_text() == sidecar  # kept the latest's
+
+
+def _entered_by_snapshots(corpus: Corpus, start: date, end: date) -> list:
+    """The reference definition: the snapshot at `end` less the (id, content hash) pairs of the one at `start`."""
+    before = {(s.document.id, s.content_hash) for s in corpus.snapshot(start)}
+    return [s for s in corpus.snapshot(end) if (s.document.id, s.content_hash) not in before]
+
+
+def test_entered_by_sql_equals_comparing_whole_snapshots(tmp_path, daily):
+    """Differential: on the news slice ingested day by day, then edited (a text changed, one changed and changed
+    back, deletions, an entry first seen on a past date), `entered` found by SQL (with and without documents
+    supplied) equals the difference of the two snapshots, for every window of the period."""
+    import dataclasses
+
+    config = _config(tmp_path / "data", daily)
+    with Corpus.in_dir(config.data_dir) as corpus:
+        for i in range(6):
+            job.ingest(config, corpus, START + timedelta(days=i))
+        docs = corpus.snapshot(START + timedelta(days=5))
+        a, b, c = (s.document for s in docs[:3])
+        corpus.ingest([dataclasses.replace(a, text=a.text + " corrected")], START + timedelta(days=6))
+        corpus.ingest([dataclasses.replace(b, text="changed")], START + timedelta(days=6))
+        corpus.ingest([b], START + timedelta(days=7))  # changed back
+        corpus.delete([c.id, docs[3].document.id], START + timedelta(days=7), "removed")
+        late = dataclasses.replace(docs[4].document, id="late-entry")
+        corpus.ingest([late], START + timedelta(days=7))
+        corpus.ingest([late], START + timedelta(days=2))  # first seen moved to a past date
+        days = [date.min, *(START + timedelta(days=i) for i in range(-1, 10))]
+        checked = 0
+        for x, start in enumerate(days):
+            for end in days[x:]:
+                expected = _entered_by_snapshots(corpus, start, end)
+                window = job.Window(start, end)
+                assert job.entered(corpus, window) == expected
+                assert job.entered(corpus, window, corpus.snapshot(end)) == expected
+                assert job.entered(corpus, window, known=corpus.snapshot(START + timedelta(days=3))) == expected
+                checked += bool(expected)
+        assert checked > 30
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_a_stored_dense_index_gives_back_the_vectors_it_was_built_from(tmp_path, kind):
+    """The run takes the chunk vectors from a matching stored index instead of the cache: they must be the
+    same float32 values, in order, after a save and a load."""
+    import numpy as np
+
+    from pipeline.config import RetrievalConfig
+    from pipeline.retrieval import DenseIndex
+
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((500, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    DenseIndex(vectors, RetrievalConfig(dense_index=kind)).save(tmp_path / "dense.faiss")
+    loaded = DenseIndex.load(tmp_path / "dense.faiss", kind)
+    assert loaded.vectors().dtype == np.float32 and np.array_equal(loaded.vectors(), vectors)
+
+
+def test_chunks_from_the_corpus_cache_equal_fresh_ones(tmp_path, daily):
+    """Differential: the chunks of a snapshot taken from the corpus's chunk cache (a second run, a changed
+    document, other chunking settings) equal `chunk_documents` splitting every document again."""
+    import dataclasses
+
+    from pipeline.config import ChunkingConfig
+
+    config = _config(tmp_path / "data", daily)
+    with Corpus.in_dir(config.data_dir) as corpus:
+        for i in range(3):
+            job.ingest(config, corpus, START + timedelta(days=i))
+        day = START + timedelta(days=2)
+        snapshot = corpus.snapshot(day)
+        expected = job.chunk_documents(config, snapshot)
+        assert job.chunk_snapshot(config, corpus, snapshot, {}) == expected  # fills the cache
+        settings = f"size={config.chunking.size} overlap={config.chunking.overlap}"
+        assert len(corpus.cached_chunks(settings)) == len(snapshot)
+        assert job.chunk_snapshot(config, corpus, snapshot, {}) == expected  # from the cache
+        doc = snapshot[0].document
+        corpus.ingest([dataclasses.replace(doc, text=doc.text + " " + "more words " * 200)], day)
+        changed = corpus.snapshot(day)
+        assert job.chunk_snapshot(config, corpus, changed, {}) == job.chunk_documents(config, changed)
+        assert len(job.chunk_documents(config, changed)) > len(expected)
+        small = config.replace(chunking=ChunkingConfig(size=20, overlap=5))
+        assert job.chunk_snapshot(small, corpus, changed, {}) == job.chunk_documents(small, changed)
+        assert job.chunk_snapshot(small, corpus, changed, {}) == job.chunk_documents(small, changed)
+
+
+def test_near_copy_flags_equal_the_brute_force_comparison():
+    """Differential: `_near_copies` (documents as integers, own-document chunks masked by sorted position, the
+    corpus's vectors not copied when every document is in the pool) flags what comparing every sample chunk
+    with every other document's chunk first seen by the date flags."""
+    import numpy as np
+
+    from pipeline.chunking import Chunk
+    from pipeline.config import Config, DriftConfig
+    from pipeline.corpus import StoredDocument
+    from pipeline.sources import Document
+
+    rng = np.random.default_rng(5)
+    docs = [StoredDocument(Document(f"d{i}", "", "", "", None, "s", ()), "h", f"2026-03-0{1 + i % 3}")
+            for i in range(60)]
+    chunks = [Chunk(f"d{i}#{n}", f"d{i}", n, "") for i in rng.permutation(60) for n in range(1 + i % 3)]
+    vectors = rng.standard_normal((len(chunks), 16)).astype(np.float32)
+    for a, b in rng.integers(0, len(chunks), (25, 2)):  # near copies, some within one document
+        vectors[b] = vectors[a] + 0.01 * rng.standard_normal(16)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    config = Config(data_dir=Path("."), gold=Path("g"), drift=DriftConfig(duplicate_cosine=0.9))
+    first = {d.document.id: d.first_seen for d in docs}
+    sample = list(rng.choice(len(chunks), 40, replace=False))
+    outsider = Chunk("elsewhere#0", "elsewhere", 0, "")
+    for day in (date(2026, 2, 28), date(2026, 3, 1), date(2026, 3, 2), date(2026, 3, 3)):
+        flags = job._near_copies(config, docs, chunks, vectors, day)
+        sample_vectors = np.vstack([vectors[sample], vectors[:1]])
+        got = flags(sample_vectors, [chunks[i] for i in sample] + [outsider])
+        expected = [any(chunks[j].doc_id != c.doc_id and first[chunks[j].doc_id] <= day.isoformat()
+                        and float(v @ vectors[j]) >= 0.9 for j in range(len(chunks)))
+                    for c, v in zip([chunks[i] for i in sample] + [outsider], sample_vectors)]
+        assert list(got) == expected
+        assert day < date(2026, 3, 1) or any(expected)
+
+
+def test_bm25_best_first_equals_sorting_every_matched_chunk():
+    """Differential: the BM25 ranking from the best-scored chunks only (ties included) equals collapsing the
+    full sort of every matched chunk, with heavy ties, few documents, and depths above the document count."""
+    import numpy as np
+
+    from pipeline.chunking import Chunk
+    from pipeline.retrieval import ChunkTable, _best_first, _sorted_desc
+
+    rng = np.random.default_rng(11)
+    for n_docs, per_doc, levels, depth in ((3000, 2, 7, 10), (400, 5, 1000, 100), (30, 3, 3, 50), (5000, 1, 2, 20)):
+        chunks = [Chunk(f"d{i:05d}#{n}", f"d{i:05d}", n, "") for i in range(n_docs) for n in range(per_doc)]
+        table = ChunkTable.build(chunks)
+        matched = np.sort(rng.choice(len(chunks), len(chunks) * 3 // 4, replace=False))
+        scores = rng.integers(0, levels, len(matched)).astype(np.float32) / 3
+        assert _best_first(table, scores, matched, depth) == table.collapse(*_sorted_desc(scores, matched), depth)
