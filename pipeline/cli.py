@@ -562,8 +562,6 @@ COMMANDS = {"run": _run, "backfill": _backfill, "rebaseline": _rebaseline, "eval
 def _configure_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    import bm25s  # noqa: F401  (it sets its own logger to DEBUG when imported; undo that after)
-
     for noisy in ("sentence_transformers", "transformers", "httpx", "urllib3", "bm25s", "faiss", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # The model libraries draw progress bars when loading weights: noise in a cron log.

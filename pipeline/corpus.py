@@ -109,6 +109,18 @@ WHERE d.doc_id IN (SELECT doc_id FROM documents WHERE first_seen > :start AND fi
 ORDER BY d.doc_id
 """
 
+# The (doc_id, content_hash, first_seen) of every document of the corpus on :day, ordered by doc id: what
+# `_SNAPSHOT` returns, without the texts (a run whose corpus did not change needs no more).
+_SNAPSHOT_KEYS = """
+SELECT v.doc_id, v.content_hash, d.first_seen
+FROM documents d
+JOIN versions v ON v.doc_id = d.doc_id
+WHERE d.first_seen <= :day AND (d.deleted_at IS NULL OR d.deleted_at > :day)
+  AND v.valid_from = (SELECT MAX(valid_from) FROM versions
+                      WHERE doc_id = d.doc_id AND valid_from <= :day)
+ORDER BY d.doc_id
+"""
+
 _VERSIONS = """
 SELECT v.doc_id, v.title, v.text, v.url, v.published, v.source, v.categories, v.content_hash, d.first_seen,
        v.valid_from
@@ -327,6 +339,24 @@ class Corpus:
         """The corpus as it stood on `run_date`, ordered by doc id (reconstructable for any past date)."""
         return _stored(self.db.execute(_SNAPSHOT, {"day": _day(run_date)}).fetchall())
 
+    def document_text(self, doc_id: str, run_date: date | str) -> str | None:
+        """The title and text (joined by a newline, stripped) of the version of `doc_id` in force on `run_date`;
+        None when it is not in the corpus on that date."""
+        row = self.db.execute(
+            "SELECT v.title, v.text FROM documents d JOIN versions v ON v.doc_id = d.doc_id WHERE d.doc_id = :id "
+            "AND d.first_seen <= :day AND (d.deleted_at IS NULL OR d.deleted_at > :day) AND v.valid_from = "
+            "(SELECT MAX(valid_from) FROM versions WHERE doc_id = d.doc_id AND valid_from <= :day)",
+            {"id": doc_id, "day": _day(run_date)}).fetchone()
+        return None if row is None else f"{row[0]}\n{row[1]}".strip()
+
+    def snapshot_keys(self, run_date: date | str) -> list[tuple[str, str, str]]:
+        """(doc id, content hash, first seen) of each document of `snapshot(run_date)`, in its order."""
+        return self.db.execute(_SNAPSHOT_KEYS, {"day": _day(run_date)}).fetchall()
+
+    def entered_keys(self, start: date | str, end: date | str) -> list[tuple[str, str]]:
+        """(doc id, content hash) of each document of `entered(start, end)`, in its order, none read."""
+        return [(doc_id, h) for doc_id, h, _ in self.db.execute(_ENTERED, {"start": _day(start), "end": _day(end)})]
+
     def entered(self, start: date | str, end: date | str,
                 known: Mapping[tuple[str, str], StoredDocument] | None = None) -> list[StoredDocument]:
         """The documents of the corpus at `end` whose version is not the one in force at `start` (new or changed
@@ -414,6 +444,22 @@ class Corpus:
         """The chunk texts of every document version chunked under `settings`, by (doc id, content hash)."""
         return {(doc_id, h): texts.split("\n") if texts else [] for doc_id, h, texts in self.db.execute(
             "SELECT doc_id, content_hash, texts FROM chunk_cache WHERE settings = ?", (settings,))}
+
+    def chunk_counts(self, settings: str, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """How many chunks each of these document versions has in the chunk cache under `settings` (a version
+        not cached is absent)."""
+        found: dict[tuple[str, str], int] = {}
+        wanted = set(keys)
+        ids = sorted({doc_id for doc_id, _ in wanted})
+        for i in range(0, len(ids), 900):
+            batch = ids[i : i + 900]
+            for doc_id, h, n in self.db.execute(
+                    "SELECT doc_id, content_hash, CASE WHEN texts = '' THEN 0 ELSE "
+                    "length(texts) - length(replace(texts, char(10), '')) + 1 END FROM chunk_cache "
+                    f"WHERE settings = ? AND doc_id IN ({','.join('?' * len(batch))})", [settings, *batch]):
+                if (doc_id, h) in wanted:
+                    found[(doc_id, h)] = n
+        return found
 
     def cache_chunks(self, settings: str, chunks: Mapping[tuple[str, str], Sequence[str]]) -> None:
         """Keep the chunk texts of these document versions; a text holding a newline (chunks are words joined

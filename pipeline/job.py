@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import logging
 import math
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -14,7 +17,7 @@ from datetime import date, datetime, timedelta, timezone
 import numpy as np
 import pandas as pd
 
-from pipeline import answers, drift, indexes, signals, store
+from pipeline import answers, drift, indexes, memo, signals, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
 from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document, chunk_id
@@ -51,6 +54,14 @@ class RunResult:
             if (row["pipeline"], row["metric"], row["k"]) == (pipeline, metric, k):
                 return row["value"]
         raise KeyError((pipeline, metric, k))
+
+
+def _import_early(name: str) -> None:
+    """Start importing module `name` on a thread. scipy.stats (about 1 s to import) is first needed late in a
+    run, by the top-1 KS signal; imported meanwhile, it overlaps with the run's SQLite reads and file writes,
+    which release the GIL. Python's import locks make the main thread wait for it if it gets there first."""
+    if name not in sys.modules:
+        threading.Thread(target=importlib.import_module, args=(name,), name=f"import {name}", daemon=True).start()
 
 
 def _now() -> str:
@@ -351,6 +362,40 @@ def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: dat
     """drift.csv rows: what entered in the current window against the reference window (each statistic
     with its null and verdict), Evidently and the top-1 cosines as context, and query-log drift. `chunked`: the
     run's chunk cache (see `chunk_documents`)."""
+    found = window_verdicts(config, corpus, embedder, run_date, snapshot, chunks, vectors, chunked)
+    return drift_table(config, corpus, embedder, run_date, found, top1)
+
+
+@dataclass(frozen=True)
+class WindowVerdicts:
+    """The corpus drift of a run: its windows, their sizes (chunks), the statistics' verdicts and Evidently's
+    (context), and the documents of each window as (doc id, content hash)."""
+
+    reference: Window
+    current: Window
+    n_reference: int
+    n_current: int
+    verdicts: list[drift.Verdict]
+    evidently: list[drift.Verdict]
+    reference_keys: list[tuple[str, str]]
+    current_keys: list[tuple[str, str]]
+
+    def memo(self) -> dict:
+        return {"n_reference": self.n_reference, "n_current": self.n_current,
+                "verdicts": [dataclasses.asdict(v) for v in self.verdicts],
+                "evidently": [dataclasses.asdict(v) for v in self.evidently]}
+
+    @classmethod
+    def from_memo(cls, value: dict, reference: Window, current: Window) -> WindowVerdicts:
+        return cls(reference, current, int(value["n_reference"]), int(value["n_current"]),
+                   [drift.Verdict(**v) for v in value["verdicts"]], [drift.Verdict(**v) for v in value["evidently"]],
+                   [], [])
+
+
+def window_verdicts(config: Config, corpus: Corpus, embedder: Embedder, run_date: date,
+                    snapshot: Sequence[StoredDocument], chunks: Sequence[Chunk], vectors: np.ndarray,
+                    chunked: dict[tuple[str, str], list[Chunk]] | None = None) -> WindowVerdicts:
+    """The corpus part of `drift_rows`: the windows and the statistics' verdicts."""
     chunked = {} if chunked is None else chunked
     reference_window, current_window, new_documents = drift_windows(config, corpus, run_date, snapshot, chunked)
     position = {c.id: i for i, c in enumerate(chunks)}
@@ -375,16 +420,27 @@ def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: dat
     why = drift.not_enough(n_ref, n_cur, config.drift)
     names = [s.name for s in drift.FAMILY]
     verdicts = _short(names, why) if why else drift.window_drift(reference, current, config.drift)
+    evidently: list[drift.Verdict] = []
+    if config.drift.evidently and not why:
+        evidently = [drift.Verdict(name, value, math.nan, math.nan, math.nan, math.nan, math.nan,
+                                   verdict=drift.CONTEXT)
+                     for name, value in drift.evidently_embedding_drift(
+                         reference.vectors, current.vectors, config.drift.seed,
+                         min(config.drift.sample_cap, drift.EVIDENTLY_SAMPLE_CAP)).rows()]
+    keys = lambda docs: [(s.document.id, s.content_hash) for s in docs]  # noqa: E731
+    return WindowVerdicts(reference_window, current_window, n_ref, n_cur, verdicts, evidently,
+                          keys(reference_docs), keys(new_documents))
+
+
+def drift_table(config: Config, corpus: Corpus, embedder: Embedder, run_date: date, found: WindowVerdicts,
+                top1: list[tuple[str, float]]) -> list[dict]:
+    """drift.csv rows of a run from its corpus verdicts, the top-1 cosines and the query log."""
     context = [drift.Verdict(name, value, math.nan, math.nan, math.nan, math.nan, math.nan, verdict=drift.CONTEXT)
                for name, value in top1]
-    if config.drift.evidently and not why:
-        context += [drift.Verdict(name, value, math.nan, math.nan, math.nan, math.nan, math.nan,
-                                  verdict=drift.CONTEXT)
-                    for name, value in drift.evidently_embedding_drift(
-                        reference.vectors, current.vectors, config.drift.seed,
-                        min(config.drift.sample_cap, drift.EVIDENTLY_SAMPLE_CAP)).rows()]
-    rows = _rows(run_date, [*verdicts, *context], reference_window, current_window, n_ref, n_cur)
+    rows = _rows(run_date, [*found.verdicts, *context, *found.evidently], found.reference, found.current,
+                 found.n_reference, found.n_current)
     if config.drift.query_log is not None:
+        names = [s.name for s in drift.FAMILY]
         window = drift.read_query_log(config.drift.query_log, run_date, config.drift.query_window_days)
         why = drift.not_enough(len(window.reference), len(window.current), config.drift)
         if why:
@@ -398,6 +454,132 @@ def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: dat
         rows += _rows(run_date, query, query_reference, query_current, len(window.reference), len(window.current),
                       drift.QUERY_PREFIX)
     return rows
+
+
+# --- the memo: a run whose inputs did not change reads what was computed from them ----------------------------
+
+
+def _chunk_settings(config: Config) -> str:
+    return f"size={config.chunking.size} overlap={config.chunking.overlap}"
+
+
+def _retrieval_key(config: Config, gold: Sequence[GoldQuestion], corpus_digest: str) -> str:
+    return memo.key(kind="retrieval", config=config.config_hash(), corpus=corpus_digest,
+                    questions=[q.question for q in gold])
+
+
+def _drift_key(config: Config, keys: Sequence[tuple[str, str, str]], reference: Window, current: Window,
+               reference_keys: Sequence[tuple[str, str]], current_keys: Sequence[tuple[str, str]]) -> str:
+    """The inputs of `window_verdicts`: each window's documents, and the corpus the near copies of each side
+    are looked for in (the run's documents first seen by the window's end), under the same settings."""
+    def pool(seen_by: date) -> str:
+        day = seen_by.isoformat()
+        return memo.digest((doc_id, h) for doc_id, h, first_seen in keys if first_seen <= day)
+
+    return memo.key(kind="drift", config=config.config_hash(), reference=memo.digest(reference_keys),
+                    current=memo.digest(current_keys), reference_pool=pool(reference.end),
+                    current_pool=pool(current.end))
+
+
+def _memo_windows(config: Config, corpus: Corpus, run_date: date
+                  ) -> tuple[Window, Window, list[tuple[str, str]], list[tuple[str, str]]] | None:
+    """`drift_windows` by SQL on (doc id, content hash) pairs and the chunk cache's counts, none of the
+    documents read: the windows and the documents of each (reference, current). None when a document of the
+    current window is not in the chunk cache (the full run splits it)."""
+    d = config.drift
+    settings = _chunk_settings(config)
+    for days in range(d.window_days, d.max_window_days + 1):
+        current = Window(run_date - timedelta(days=days), run_date)
+        current_keys = corpus.entered_keys(current.start, current.end)
+        counts = corpus.chunk_counts(settings, current_keys)
+        if len(counts) < len(set(current_keys)):
+            return None
+        if sum(counts[k] for k in current_keys) >= d.min_current:
+            break
+    pinned = store.read_reference(config.data_dir)
+    end = pinned if pinned is not None and pinned <= current.start else current.start
+    reference = Window(end - timedelta(days=d.reference_days), end)
+    return reference, current, corpus.entered_keys(reference.start, reference.end), current_keys
+
+
+@dataclass(frozen=True)
+class Memoized:
+    """What a run reads from the memo instead of computing: the builtin pipelines' rankings and more."""
+
+    rankings: dict[str, list[Ranking]]
+    top1: list[tuple[str, float]]
+    hnsw: list[dict]  # signals.csv rows of the HNSW recall, run_date blank
+    chunks_total: int
+    present: set[str]
+    drift: WindowVerdicts
+
+
+def _rankings_memo(rankings: Mapping[str, Sequence[Ranking]]) -> dict:
+    return {p: [[list(r.doc_ids), list(r.scores), list(r.chunk_ids)] for r in ranked] for p, ranked in rankings.items()}
+
+
+def _rankings_from_memo(value: dict) -> dict[str, list[Ranking]]:
+    return {p: [Ranking(tuple(d), tuple(s), tuple(c)) for d, s, c in ranked] for p, ranked in value.items()}
+
+
+def _memoized(config: Config, corpus: Corpus, run_date: date, gold: Sequence[GoldQuestion]) -> Memoized | None:
+    """The memo's results when every input of the run's retrieval and corpus drift is what they were computed
+    from, else None (the run computes them)."""
+    if not memo.enabled():
+        return None
+    keys = corpus.snapshot_keys(run_date)
+    found = memo.load(config.data_dir, "retrieval", _retrieval_key(config, gold, memo.digest(k[:2] for k in keys)))
+    if found is None:
+        return None
+    windows = _memo_windows(config, corpus, run_date)
+    if windows is None:
+        return None
+    reference, current, reference_keys, current_keys = windows
+    verdicts = memo.load(config.data_dir, "drift", _drift_key(config, keys, reference, current, reference_keys,
+                                                               current_keys))
+    if verdicts is None:
+        return None
+    try:
+        return Memoized(_rankings_from_memo(found["rankings"]), [(n, float(v)) for n, v in found["top1"]],
+                        list(found["hnsw"]), int(found["chunks_total"]), {k[0] for k in keys},
+                        WindowVerdicts.from_memo(verdicts, reference, current))
+    except (KeyError, TypeError, ValueError) as exc:
+        log.warning("%s: a damaged memo (%s): computing anew", config.data_dir / memo.MEMO_DIR, exc)
+        return None
+
+
+def _keep_memo(config: Config, gold: Sequence[GoldQuestion], snapshot: Sequence[StoredDocument],
+               rankings: Mapping[str, Sequence[Ranking]], top1: list[tuple[str, float]], hnsw: list[dict],
+               chunks_total: int, found: WindowVerdicts) -> None:
+    if not memo.enabled():
+        return
+    keys = [(s.document.id, s.content_hash, s.first_seen) for s in snapshot]
+    memo.save(config.data_dir, "retrieval", _retrieval_key(config, gold, memo.digest(k[:2] for k in keys)),
+              {"rankings": _rankings_memo(rankings), "top1": [[n, v] for n, v in top1],
+               "hnsw": [{**r, "run_date": ""} for r in hnsw], "chunks_total": chunks_total})
+    memo.save(config.data_dir, "drift", _drift_key(config, keys, found.reference, found.current,
+                                                   found.reference_keys, found.current_keys), found.memo())
+
+
+class DocumentTexts(Mapping):
+    """Each document's "title\ntext" on the run date, read from the corpus when asked (the answer layer asks for
+    its contexts' documents only)."""
+
+    def __init__(self, corpus: Corpus, run_date: date) -> None:
+        self.corpus, self.run_date, self.read = corpus, run_date, {}
+
+    def __getitem__(self, doc_id: str) -> str:
+        if doc_id not in self.read:
+            self.read[doc_id] = self.corpus.document_text(doc_id, self.run_date)
+        if self.read[doc_id] is None:
+            raise KeyError(doc_id)
+        return self.read[doc_id]
+
+    def __iter__(self):
+        return (doc_id for doc_id, _, _ in self.corpus.snapshot_keys(self.run_date))
+
+    def __len__(self) -> int:
+        return len(self.corpus.snapshot_keys(self.run_date))
 
 
 def evaluate_run_alerts(config: Config, run_date: date, run: dict) -> tuple[list[Alert], list[Alert]]:
@@ -486,6 +668,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
     therefore means the date's other rows are complete. Notification comes last and never fails the run.
     """
     started, t0 = _now(), time.perf_counter()
+    _import_early("scipy.stats")
     data_dir = config.data_dir
     embedder = embedder or Embedder(config.embedder)
     gold, externals = check_inputs(config, run_date, embedder)  # bad input stops the run before anything is written
@@ -502,16 +685,6 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         if not config.sources:
             for outcome in answered.values():
                 corpus.ingest(returned_documents(outcome), run_date)
-        snapshot = corpus.snapshot(run_date)
-        chunked: dict[tuple[str, str], list[Chunk]] = {}  # each document split once per run
-        chunks = chunk_snapshot(config, corpus, snapshot, chunked)
-        stored = _stored_indexes(config, corpus, embedder, chunks) if builtin else None
-        if stored is not None and stored.dense is not None:  # the vectors the stored index holds: not read again
-            embedded = Embedded(stored.dense.vectors(), 0)
-        else:
-            embedded = embed_cached(corpus, embedder, [c.text for c in chunks])
-            if stored is not None and stored.sidecar["dimension"] != embedded.vectors.shape[-1]:
-                stored = None
         rankings: dict[str, list[Ranking]] = {}
         metric_rows: list[dict] = []
         question_rows: list[dict] = []
@@ -519,25 +692,57 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         signal_rows: list[dict] = []
         history = store.read_per_question(data_dir)
         history = history[history[store.RUN_DATE] < pd.Timestamp(run_date)]
-        if builtin:
-            queries = embed_cached(corpus, embedder, [q.question for q in gold])
-            reranker = (Reranker(config.rerank, config.embedder.device) if "hybrid_rerank" in builtin else None)
-            indexed = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=builtin))
-            if stored is None:
-                stored = indexes.load(data_dir, indexes.sidecar(config, embedder.key, chunks,
-                                                                embedded.vectors.shape[-1]), config)
-            retriever = Retriever(chunks, embedded.vectors, indexed, reranker, stored.dense, stored.bm25)
-            if _is_latest(config, run_date):  # the latest date's indexes are kept; a past date's are not
-                indexes.save(data_dir, stored, retriever.dense, retriever.bm25)
-            present = {s.document.id for s in snapshot}
-            metric_rows, question_rows = evaluate_pipelines(indexed, retriever, gold, queries.vectors, present,
-                                                            run_date, rankings)
-            top1 = _top1_cosines(retriever, rankings, queries.vectors, embedded.vectors)
-            if retriever.dense is not None and retriever.dense.kind == "hnsw":
-                exact = _exact_dense(config, chunks, embedded.vectors, [q.question for q in gold], queries.vectors)
-                approximate = retriever.search("dense", [q.question for q in gold], queries.vectors, dict(rankings))
-                signal_rows += signals.hnsw_recall_rows(run_date.isoformat(), approximate, exact, gold,
-                                                        config.retrieval.k)
+        indexed = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=builtin))
+        memoized = _memoized(config, corpus, run_date, gold) if builtin else None
+        if memoized is not None:  # nothing the retrieval or the corpus drift reads has changed: no index, no vector
+            log.debug("%s: the corpus, settings and questions are those of the memo: its rankings and drift", run_date)
+            rankings, top1, n_chunks = memoized.rankings, memoized.top1, memoized.chunks_total
+            for pipeline in builtin:
+                metrics, per_question = ranking_rows(indexed, pipeline, rankings[pipeline], gold, memoized.present,
+                                                     run_date)
+                metric_rows += metrics
+                question_rows += per_question
+            signal_rows += [{**r, "run_date": run_date.isoformat()} for r in memoized.hnsw]
+            embedded = Embedded(np.zeros((0, 0), np.float32), 0)
+            drift_found = memoized.drift
+        else:
+            snapshot = corpus.snapshot(run_date)
+            chunked: dict[tuple[str, str], list[Chunk]] = {}  # each document split once per run
+            chunks = chunk_snapshot(config, corpus, snapshot, chunked)
+            n_chunks = len(chunks)
+            stored = _stored_indexes(config, corpus, embedder, chunks) if builtin else None
+            if stored is not None and stored.dense is not None:  # the vectors the stored index holds: not read again
+                embedded = Embedded(stored.dense.vectors(), 0)
+            else:
+                embedded = embed_cached(corpus, embedder, [c.text for c in chunks])
+                if stored is not None and stored.sidecar["dimension"] != embedded.vectors.shape[-1]:
+                    stored = None
+            hnsw_rows: list[dict] = []
+            if builtin:
+                queries = embed_cached(corpus, embedder, [q.question for q in gold])
+                reranker = (Reranker(config.rerank, config.embedder.device) if "hybrid_rerank" in builtin else None)
+                if stored is None:
+                    stored = indexes.load(data_dir, indexes.sidecar(config, embedder.key, chunks,
+                                                                    embedded.vectors.shape[-1]), config)
+                retriever = Retriever(chunks, embedded.vectors, indexed, reranker, stored.dense, stored.bm25)
+                if _is_latest(config, run_date):  # the latest date's indexes are kept; a past date's are not
+                    indexes.save(data_dir, stored, retriever.dense, retriever.bm25)
+                present = {s.document.id for s in snapshot}
+                metric_rows, question_rows = evaluate_pipelines(indexed, retriever, gold, queries.vectors, present,
+                                                                run_date, rankings)
+                top1 = _top1_cosines(retriever, rankings, queries.vectors, embedded.vectors)
+                if retriever.dense is not None and retriever.dense.kind == "hnsw":
+                    exact = _exact_dense(config, chunks, embedded.vectors, [q.question for q in gold],
+                                         queries.vectors)
+                    approximate = retriever.search("dense", [q.question for q in gold], queries.vectors,
+                                                   dict(rankings))
+                    hnsw_rows = signals.hnsw_recall_rows(run_date.isoformat(), approximate, exact, gold,
+                                                         config.retrieval.k)
+                    signal_rows += hnsw_rows
+            drift_found = window_verdicts(config, corpus, embedder, run_date, snapshot, chunks, embedded.vectors,
+                                          chunked)
+            if builtin:
+                _keep_memo(config, gold, snapshot, rankings, top1, hnsw_rows, n_chunks, drift_found)
         target_rows = []
         by_pipeline_metrics = {p: [r for r in metric_rows if r["pipeline"] == p] for p in builtin}
         by_pipeline_questions = {p: [r for r in question_rows if r["pipeline"] == p] for p in builtin}
@@ -562,8 +767,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             ranked_by_target[target.name] = ranked
             signal_rows += signals.signal_rows(run_date.isoformat(), target.name, ranked, gold, config.retrieval.k,
                                                history, config.alerts.window)
-        drift_table = drift_rows(config, corpus, embedder, run_date, snapshot, chunks, embedded.vectors, top1,
-                                 chunked)
+        drift_rows_ = drift_table(config, corpus, embedder, run_date, drift_found, top1)
         counts = corpus.counts(run_date)
         fetched = [o for o in outcomes if not o.replayed]
         failed = [o for o in fetched if not o.ok]  # sources.collect has logged each with its URL
@@ -573,18 +777,18 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             "run_date": run_date.isoformat(), "run_id": uuid.uuid4().hex[:12], "started_at": started,
             "finished_at": _now(), "status": status, "feeds_ok": len(fetched) - len(failed),
             "feeds_failed": len(failed), "docs_new": counts.new, "docs_updated": counts.updated,
-            "docs_deleted": counts.deleted, "docs_total": counts.total, "chunks_total": len(chunks),
+            "docs_deleted": counts.deleted, "docs_total": counts.total, "chunks_total": n_chunks,
             "chunks_embedded": embedded.n_encoded, "seconds": round(time.perf_counter() - t0, 3),
             "model": embedder.key, "config_hash": config.config_hash(), "events": events,
         }
         answered_run = answers.run_answers(config, run_date, gold, ranked_by_target,
-                                           {s.document.id: f"{s.document.title}\n{s.document.text}".strip() for s in snapshot},
+                                           DocumentTexts(corpus, run_date),
                                            lambda texts: embed_cached(corpus, embedder, list(texts)).vectors)
         if answered_run is not None:
             run["events"] = "; ".join(e for e in (events, *answered_run.events) if e)
         store.replace_date(data_dir, store.PER_QUESTION, run_date, question_rows)
         store.replace_date(data_dir, store.METRICS, run_date, metric_rows)
-        store.replace_date(data_dir, store.DRIFT, run_date, drift_table)
+        store.replace_date(data_dir, store.DRIFT, run_date, drift_rows_)
         store.replace_date(data_dir, store.SIGNALS, run_date, signal_rows)
         if config.targets:
             store.replace_date(data_dir, store.TARGETS, run_date, target_rows)
@@ -604,7 +808,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         notified = deliver(data_dir, config.alerts.webhook_url, timeout=config.alerts.webhook_timeout,
                            retries=config.alerts.webhook_retries)
     failed_targets = [o for o in answered.values() if not o.ok]
-    return RunResult(run_date, run, metric_rows, question_rows, failed, drift_table, alerts, notified,
+    return RunResult(run_date, run, metric_rows, question_rows, failed, drift_rows_, alerts, notified,
                      signal_rows, failed_targets, answered_run)
 
 

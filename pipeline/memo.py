@@ -1,0 +1,70 @@
+"""What a run computed from its inputs, kept under a hash of those inputs in `<data_dir>/memo/`, so that a run
+whose inputs did not change (a day with nothing new) reads the result instead of computing it again.
+
+Two memos: the builtin pipelines' rankings (inputs: the corpus on the run date, the settings, the questions)
+and the embedding-drift verdicts (inputs: the documents of the reference and current windows, the corpora the
+near copies are looked for in, the settings). Each file holds one entry, the latest computed; a key that does
+not match, a damaged or unreadable file is a miss (the run computes, as without a memo), never an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from pipeline import __version__
+
+log = logging.getLogger(__name__)
+
+MEMO_DIR = "memo"  # in the data directory
+FORMAT = 1
+ENV_OFF = "DRIFTWATCH_NO_MEMO"  # set (to anything but "" or "0"): every run computes everything
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV_OFF, "") in ("", "0")
+
+
+def digest(pairs: Iterable[tuple[str, str]]) -> str:
+    """A hash of (doc id, content hash) pairs in order: the identity of a set of document versions."""
+    return hashlib.sha256("".join(f"{doc_id}\0{content_hash}\n" for doc_id, content_hash in pairs).encode()).hexdigest()
+
+
+def key(**inputs) -> str:
+    """The memo key of these inputs (JSON-able), with the memo format and the package version: a new release
+    computes anew rather than trust what an older one computed."""
+    blob = json.dumps({"format": FORMAT, "version": __version__, **inputs}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def load(data_dir: Path, name: str, memo_key: str) -> dict | None:
+    """The value kept under `memo_key`, or None (another key, no file, a damaged file)."""
+    path = Path(data_dir) / MEMO_DIR / f"{name}.json"
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("%s: unreadable memo (%s): computing anew", path, exc)
+        return None
+    if not isinstance(stored, dict) or stored.get("key") != memo_key or not isinstance(stored.get("value"), dict):
+        return None
+    return stored["value"]
+
+
+def save(data_dir: Path, name: str, memo_key: str, value: dict) -> None:
+    """Keep `value` under `memo_key`, replacing the file atomically (a failure is logged, never fatal)."""
+    folder = Path(data_dir) / MEMO_DIR
+    path = folder / f"{name}.json"
+    tmp = folder / f".{name}.{os.getpid()}.part"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"key": memo_key, "value": value}), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.warning("%s: cannot keep the memo (%s)", path, exc)
+        tmp.unlink(missing_ok=True)

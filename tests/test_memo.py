@@ -1,0 +1,97 @@
+"""The run memo: a day whose corpus, settings and questions did not change reads the rankings and the corpus
+drift computed from them, and writes the same rows a run computing everything writes."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+
+from pipeline import job, memo
+from pipeline.config import Config, DriftConfig, SourceConfig
+from pipeline.corpus import Corpus
+
+SLICE = Path(__file__).parent / "data" / "news-slice"
+START = date(2025, 9, 10)
+VOLATILE = {"run_id", "started_at", "finished_at", "seconds"}  # runs.csv: when and how long, not what
+
+
+def _config(tmp_path: Path, name: str, daily: Path) -> Config:
+    return Config(data_dir=tmp_path / name, gold=SLICE / "gold.jsonl", sources=(SourceConfig("news", path=daily),),
+                  drift=DriftConfig(min_current=10, min_reference=20, permutations=99))
+
+
+def _rows(data_dir: Path) -> dict[str, list[dict]]:
+    out = {}
+    for path in sorted(data_dir.glob("*.csv")):
+        with path.open(newline="", encoding="utf-8") as f:
+            out[path.name] = [{k: v for k, v in r.items() if k not in VOLATILE} for r in csv.DictReader(f)]
+    return out
+
+
+@pytest.fixture
+def daily(tmp_path: Path) -> Path:
+    folder = tmp_path / "daily"
+    folder.mkdir()
+    for path in sorted((SLICE / "daily").iterdir())[:4]:  # 2025-09-10 to 13; the days after bring nothing new
+        shutil.copy(path, folder / path.name)
+    return folder
+
+
+def test_unchanged_days_read_the_memo_and_write_what_computing_writes(tmp_path, daily, embedder, monkeypatch,
+                                                                       caplog):
+    memoized, computed = _config(tmp_path, "memo", daily), _config(tmp_path, "full", daily)
+
+    def both(day: date, expect_memo: bool) -> None:
+        monkeypatch.delenv(memo.ENV_OFF, raising=False)
+        with monkeypatch.context() as m:
+            if expect_memo:  # the memo path reads no document: a snapshot would be a miss
+                m.setattr(Corpus, "snapshot", lambda *a, **k: pytest.fail(f"{day}: snapshot read, memo missed"))
+            job.run_day(memoized, day, embedder=embedder, notify=False)
+        monkeypatch.setenv(memo.ENV_OFF, "1")
+        job.run_day(computed, day, embedder=embedder, notify=False)
+
+    for i in range(4):  # a new file each day: nothing to read from the memo
+        both(START + timedelta(days=i), expect_memo=False)
+    assert (memoized.data_dir / memo.MEMO_DIR / "retrieval.json").is_file()
+    assert not (computed.data_dir / memo.MEMO_DIR).exists()
+    both(START + timedelta(days=4), expect_memo=True)  # nothing new: the windows hold the same documents
+    both(START + timedelta(days=5), expect_memo=True)
+    drift_rows = [r for r in _rows(memoized.data_dir)["drift.csv"] if r["run_date"] == "2025-09-15"]
+    assert {r["verdict"] for r in drift_rows} - {"context"}  # real verdicts, not "not enough data"
+    assert _rows(memoized.data_dir) == _rows(computed.data_dir)
+
+    # A new document: the corpus changed, so the run computes (and keeps a new memo).
+    shutil.copy(sorted((SLICE / "daily").iterdir())[4], daily / "2025-09-16.xml")
+    both(START + timedelta(days=6), expect_memo=False)
+    # A damaged memo is a miss with a warning, never an error.
+    (memoized.data_dir / memo.MEMO_DIR / "retrieval.json").write_text("{not json", encoding="utf-8")
+    both(START + timedelta(days=7), expect_memo=False)
+    assert "unreadable memo" in caplog.text
+    both(START + timedelta(days=8), expect_memo=True)  # the day before computed and kept it again
+    # Other settings are other inputs: computed, not read.
+    k = memoized.retrieval.__class__(pipelines=memoized.retrieval.pipelines, k=(1, 3))
+    memoized, computed = memoized.replace(retrieval=k), computed.replace(retrieval=k)
+    both(START + timedelta(days=9), expect_memo=False)
+    assert _rows(memoized.data_dir) == _rows(computed.data_dir)
+
+
+def test_a_past_date_reads_only_a_memo_of_its_own_corpus(tmp_path, daily, embedder, monkeypatch):
+    """The memo holds the latest computed day's results under the hash of that day's corpus: re-running an
+    earlier date (another corpus) computes, and its rows equal the first run's."""
+    config = _config(tmp_path, "memo", daily)
+    first = [job.run_day(config, START + timedelta(days=i), embedder=embedder, notify=False) for i in range(4)]
+    again = job.run_day(config, START + timedelta(days=1), embedder=embedder, notify=False)
+    assert again.per_question == first[1].per_question and again.metrics == first[1].metrics
+    same = lambda a, b: a == b or (a != a and b != b)  # noqa: E731 - NaN equals NaN here
+    assert all(all(same(a[k], b[k]) for k in a) for a, b in zip(again.drift, first[1].drift))
+
+
+def test_digest_tells_sets_of_versions_apart():
+    assert memo.digest([("a", "1"), ("b", "2")]) == memo.digest(iter([("a", "1"), ("b", "2")]))
+    assert memo.digest([("a", "1"), ("b", "2")]) != memo.digest([("a", "1"), ("b", "3")])
+    assert memo.digest([("ab", "1")]) != memo.digest([("a", "b1")])
+    assert memo.key(x=1) != memo.key(x=2)
