@@ -22,7 +22,7 @@ from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
 from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document, chunk_id
 from pipeline.config import Config, TargetConfig, builtin_pipelines, require_sources, target_list
-from pipeline.corpus import CORPUS_FILE, Corpus, StoredDocument, text_hash
+from pipeline.corpus import CORPUS_FILE, Corpus, IngestCounts, StoredDocument, text_hash
 from pipeline.corpus import check_file as check_corpus
 from pipeline.embeddings import Embedded, Embedder, embed_cached, locate_model
 from pipeline.exporters import export, with_events
@@ -468,17 +468,19 @@ def _retrieval_key(config: Config, gold: Sequence[GoldQuestion], corpus_digest: 
                     questions=[q.question for q in gold])
 
 
-def _drift_key(config: Config, keys: Sequence[tuple[str, str, str]], reference: Window, current: Window,
-               reference_keys: Sequence[tuple[str, str]], current_keys: Sequence[tuple[str, str]]) -> str:
+def _drift_key(config: Config, keys: Sequence[tuple[str, str, str]], corpus_digest: str, reference: Window,
+               current: Window, reference_keys: Sequence[tuple[str, str]],
+               current_keys: Sequence[tuple[str, str]]) -> str:
     """The inputs of `window_verdicts`: each window's documents, and the corpus the near copies of each side
-    are looked for in (the run's documents first seen by the window's end), under the same settings."""
+    are looked for in (the run's documents first seen by the window's end: the run's corpus, whose digest is
+    `corpus_digest`, less those first seen later), under the same settings."""
     def pool(seen_by: date) -> str:
         day = seen_by.isoformat()
-        return memo.digest((doc_id, h) for doc_id, h, first_seen in keys if first_seen <= day)
+        return memo.digest((doc_id, h) for doc_id, h, first_seen in keys if first_seen > day)
 
-    return memo.key(kind="drift", config=config.config_hash(), reference=memo.digest(reference_keys),
-                    current=memo.digest(current_keys), reference_pool=pool(reference.end),
-                    current_pool=pool(current.end))
+    return memo.key(kind="drift", config=config.config_hash(), corpus=corpus_digest,
+                    reference=memo.digest(reference_keys), current=memo.digest(current_keys),
+                    reference_pool=pool(reference.end), current_pool=pool(current.end))
 
 
 def _memo_windows(config: Config, corpus: Corpus, run_date: date
@@ -522,42 +524,51 @@ def _rankings_from_memo(value: dict) -> dict[str, list[Ranking]]:
     return {p: [Ranking(tuple(d), tuple(s), tuple(c)) for d, s, c in ranked] for p, ranked in value.items()}
 
 
-def _memoized(config: Config, corpus: Corpus, run_date: date, gold: Sequence[GoldQuestion]) -> Memoized | None:
+def _memoized(config: Config, corpus: Corpus, run_date: date, gold: Sequence[GoldQuestion],
+              counts: IngestCounts) -> Memoized | None:
     """The memo's results when every input of the run's retrieval and corpus drift is what they were computed
-    from, else None (the run computes them)."""
+    from, else None (the run computes them). `counts`: the run date's; a corpus that changed on the run date
+    cannot be the one of a memo computed for an earlier date, which saves reading its keys to find out."""
     if not memo.enabled():
         return None
-    keys = corpus.snapshot_keys(run_date)
-    found = memo.load(config.data_dir, "retrieval", _retrieval_key(config, gold, memo.digest(k[:2] for k in keys)))
-    if found is None:
+    kept = memo.load(config.data_dir, "retrieval")
+    if kept is None or (kept[1].get("run_date", "") < run_date.isoformat()
+                        and counts.new + counts.updated + counts.deleted):
         return None
+    keys = corpus.snapshot_keys(run_date)
+    corpus_digest = memo.digest(k[:2] for k in keys)
+    if kept[0] != _retrieval_key(config, gold, corpus_digest):
+        return None
+    found = kept[1]
     windows = _memo_windows(config, corpus, run_date)
     if windows is None:
         return None
     reference, current, reference_keys, current_keys = windows
-    verdicts = memo.load(config.data_dir, "drift", _drift_key(config, keys, reference, current, reference_keys,
-                                                               current_keys))
-    if verdicts is None:
+    verdicts = memo.load(config.data_dir, "drift")
+    if verdicts is None or verdicts[0] != _drift_key(config, keys, corpus_digest, reference, current,
+                                                     reference_keys, current_keys):
         return None
     try:
         return Memoized(_rankings_from_memo(found["rankings"]), [(n, float(v)) for n, v in found["top1"]],
                         list(found["hnsw"]), int(found["chunks_total"]), {k[0] for k in keys},
-                        WindowVerdicts.from_memo(verdicts, reference, current))
+                        WindowVerdicts.from_memo(verdicts[1], reference, current))
     except (KeyError, TypeError, ValueError) as exc:
         log.warning("%s: a damaged memo (%s): computing anew", config.data_dir / memo.MEMO_DIR, exc)
         return None
 
 
-def _keep_memo(config: Config, gold: Sequence[GoldQuestion], snapshot: Sequence[StoredDocument],
+def _keep_memo(config: Config, run_date: date, gold: Sequence[GoldQuestion], snapshot: Sequence[StoredDocument],
                rankings: Mapping[str, Sequence[Ranking]], top1: list[tuple[str, float]], hnsw: list[dict],
                chunks_total: int, found: WindowVerdicts) -> None:
     if not memo.enabled():
         return
     keys = [(s.document.id, s.content_hash, s.first_seen) for s in snapshot]
-    memo.save(config.data_dir, "retrieval", _retrieval_key(config, gold, memo.digest(k[:2] for k in keys)),
-              {"rankings": _rankings_memo(rankings), "top1": [[n, v] for n, v in top1],
-               "hnsw": [{**r, "run_date": ""} for r in hnsw], "chunks_total": chunks_total})
-    memo.save(config.data_dir, "drift", _drift_key(config, keys, found.reference, found.current,
+    corpus_digest = memo.digest(k[:2] for k in keys)
+    memo.save(config.data_dir, "retrieval", _retrieval_key(config, gold, corpus_digest),
+              {"run_date": run_date.isoformat(), "rankings": _rankings_memo(rankings),
+               "top1": [[n, v] for n, v in top1], "hnsw": [{**r, "run_date": ""} for r in hnsw],
+               "chunks_total": chunks_total})
+    memo.save(config.data_dir, "drift", _drift_key(config, keys, corpus_digest, found.reference, found.current,
                                                    found.reference_keys, found.current_keys), found.memo())
 
 
@@ -693,7 +704,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         history = store.read_per_question(data_dir)
         history = history[history[store.RUN_DATE] < pd.Timestamp(run_date)]
         indexed = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=builtin))
-        memoized = _memoized(config, corpus, run_date, gold) if builtin else None
+        counts = corpus.counts(run_date)
+        memoized = _memoized(config, corpus, run_date, gold, counts) if builtin else None
         if memoized is not None:  # nothing the retrieval or the corpus drift reads has changed: no index, no vector
             log.debug("%s: the corpus, settings and questions are those of the memo: its rankings and drift", run_date)
             rankings, top1, n_chunks = memoized.rankings, memoized.top1, memoized.chunks_total
@@ -742,7 +754,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             drift_found = window_verdicts(config, corpus, embedder, run_date, snapshot, chunks, embedded.vectors,
                                           chunked)
             if builtin:
-                _keep_memo(config, gold, snapshot, rankings, top1, hnsw_rows, n_chunks, drift_found)
+                _keep_memo(config, run_date, gold, snapshot, rankings, top1, hnsw_rows, n_chunks, drift_found)
         target_rows = []
         by_pipeline_metrics = {p: [r for r in metric_rows if r["pipeline"] == p] for p in builtin}
         by_pipeline_questions = {p: [r for r in question_rows if r["pipeline"] == p] for p in builtin}
@@ -768,7 +780,6 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             signal_rows += signals.signal_rows(run_date.isoformat(), target.name, ranked, gold, config.retrieval.k,
                                                history, config.alerts.window)
         drift_rows_ = drift_table(config, corpus, embedder, run_date, drift_found, top1)
-        counts = corpus.counts(run_date)
         fetched = [o for o in outcomes if not o.replayed]
         failed = [o for o in fetched if not o.ok]  # sources.collect has logged each with its URL
         status = (store.STATUS_OK if not failed else

@@ -41,8 +41,8 @@ def key(**inputs) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def load(data_dir: Path, name: str, memo_key: str) -> dict | None:
-    """The value kept under `memo_key`, or None (another key, no file, a damaged file)."""
+def load(data_dir: Path, name: str) -> tuple[str, dict] | None:
+    """The key and value kept as `name`, or None (no file, a damaged file)."""
     path = Path(data_dir) / MEMO_DIR / f"{name}.json"
     try:
         stored = json.loads(path.read_text(encoding="utf-8"))
@@ -51,9 +51,10 @@ def load(data_dir: Path, name: str, memo_key: str) -> dict | None:
     except (OSError, ValueError) as exc:
         log.warning("%s: unreadable memo (%s): computing anew", path, exc)
         return None
-    if not isinstance(stored, dict) or stored.get("key") != memo_key or not isinstance(stored.get("value"), dict):
+    if not isinstance(stored, dict) or not isinstance(stored.get("key"), str) or not isinstance(stored.get("value"), dict):
+        log.warning("%s: unreadable memo (not a key and a value): computing anew", path)
         return None
-    return stored["value"]
+    return stored["key"], stored["value"]
 
 
 def save(data_dir: Path, name: str, memo_key: str, value: dict) -> None:
