@@ -353,19 +353,20 @@ class Corpus:
         """(doc id, content hash, first seen) of each document of `snapshot(run_date)`, in its order."""
         return self.db.execute(_SNAPSHOT_KEYS, {"day": _day(run_date)}).fetchall()
 
+    def entered_versions(self, start: date | str, end: date | str) -> list[tuple[str, str, str]]:
+        """(doc id, content hash, valid from) of each document of `entered(start, end)`, in its order, none read."""
+        return self.db.execute(_ENTERED, {"start": _day(start), "end": _day(end)}).fetchall()
+
     def entered_keys(self, start: date | str, end: date | str) -> list[tuple[str, str]]:
         """(doc id, content hash) of each document of `entered(start, end)`, in its order, none read."""
-        return [(doc_id, h) for doc_id, h, _ in self.db.execute(_ENTERED, {"start": _day(start), "end": _day(end)})]
+        return [(doc_id, h) for doc_id, h, _ in self.entered_versions(start, end)]
 
-    def entered(self, start: date | str, end: date | str,
-                known: Mapping[tuple[str, str], StoredDocument] | None = None) -> list[StoredDocument]:
-        """The documents of the corpus at `end` whose version is not the one in force at `start` (new or changed
-        in (start, end]), ordered by doc id: `snapshot(end)` less the (id, content hash) pairs of
-        `snapshot(start)`, found by SQL. A document whose (id, content hash) is in `known` is taken from it
-        (the same stored version) instead of being read again."""
-        pairs = self.db.execute(_ENTERED, {"start": _day(start), "end": _day(end)}).fetchall()
+    def read_versions(self, versions: Sequence[tuple[str, str, str]],
+                      known: Mapping[tuple[str, str], StoredDocument] | None = None) -> list[StoredDocument]:
+        """The stored documents of these (doc id, content hash, valid from) versions, in their order; one whose
+        (id, content hash) is in `known` is taken from it (the same stored version) instead of being read."""
         known = known or {}
-        wanted = {(doc_id, valid_from) for doc_id, h, valid_from in pairs if (doc_id, h) not in known}
+        wanted = {(doc_id, valid_from) for doc_id, h, valid_from in versions if (doc_id, h) not in known}
         read: dict[tuple[str, str], StoredDocument] = {}
         ids = sorted({doc_id for doc_id, _ in wanted})
         for i in range(0, len(ids), 900):
@@ -373,7 +374,15 @@ class Corpus:
             rows = self.db.execute(_VERSIONS.format(marks=",".join("?" * len(batch))), batch).fetchall()
             rows = [r for r in rows if (r[0], r[9]) in wanted]
             read.update(((s.document.id, s.content_hash), s) for s in _stored(rows))
-        return [known.get((doc_id, h)) or read[(doc_id, h)] for doc_id, h, _ in pairs]
+        return [known.get((doc_id, h)) or read[(doc_id, h)] for doc_id, h, _ in versions]
+
+    def entered(self, start: date | str, end: date | str,
+                known: Mapping[tuple[str, str], StoredDocument] | None = None) -> list[StoredDocument]:
+        """The documents of the corpus at `end` whose version is not the one in force at `start` (new or changed
+        in (start, end]), ordered by doc id: `snapshot(end)` less the (id, content hash) pairs of
+        `snapshot(start)`, found by SQL. A document whose (id, content hash) is in `known` is taken from it
+        (the same stored version) instead of being read again."""
+        return self.read_versions(self.entered_versions(start, end), known)
 
     def counts(self, run_date: date | str) -> IngestCounts:
         day = _day(run_date)

@@ -286,9 +286,22 @@ class Sample:
     sources: Sequence[str] = ()
     titles: Sequence[str] = ()
     duplicate: np.ndarray | None = None  # per chunk: has a near copy elsewhere in the corpus (bool)
+    # A side of `n` chunks of which only the rows `rows` (ascending) are held: those its samples keep (see
+    # `kept_rows`), so a large window is not read whole. None: every row is held.
+    rows: np.ndarray | None = None
+    n: int | None = None
 
     def __len__(self) -> int:
-        return int(self.vectors.shape[0])
+        return int(self.vectors.shape[0]) if self.n is None else self.n
+
+    def held(self, keep: np.ndarray) -> np.ndarray:
+        """The positions in the held rows of the rows `keep` (row numbers of the whole side)."""
+        if self.rows is None:
+            return keep
+        at = np.searchsorted(self.rows, keep)
+        if len(keep) and (at.max() >= len(self.rows) or not np.array_equal(self.rows[at], keep)):
+            raise DriftError("a sample asks for rows its side does not hold")
+        return at
 
 
 @dataclass(frozen=True)
@@ -582,6 +595,7 @@ def kept_rows(n: int, cap: int, seed: int) -> np.ndarray:
 
 
 def _subset(sample: Sample, keep: np.ndarray) -> Sample:
+    keep = sample.held(keep)
     pick = lambda values: [values[i] for i in keep] if len(values) else []  # noqa: E731
     return Sample(np.asarray(sample.vectors)[keep], pick(sample.categories), pick(sample.sources),
                   pick(sample.titles), None if sample.duplicate is None else np.asarray(sample.duplicate)[keep])

@@ -256,10 +256,12 @@ class Window:
         return (self.start + timedelta(days=1)).isoformat(), self.end.isoformat()
 
 
-def drift_windows(config: Config, corpus: Corpus, run_date: date, snapshot: Sequence[StoredDocument],
-                  chunked: dict[tuple[str, str], list[Chunk]] | None = None
-                  ) -> tuple[Window, Window, list[StoredDocument]]:
-    """The reference window, the current window and the documents that entered in the current window.
+def _window_versions(config: Config, corpus: Corpus, run_date: date,
+                     count: Callable[[list[tuple[str, str, str]]], int | None]
+                     ) -> tuple[Window, Window, list[tuple[str, str, str]]] | None:
+    """The reference window, the current window and the versions (doc id, content hash, valid from) that
+    entered in the current window, found by SQL (`Corpus.entered_versions`); `count` gives how many chunks some
+    versions hold (None: it cannot tell, and so neither can this).
 
     The current window is the last `window_days` days up to the run date, grown a day at a time (up to
     `max_window_days`) until its new documents hold `min_current` chunks; the reference window is the
@@ -267,12 +269,15 @@ def drift_windows(config: Config, corpus: Corpus, run_date: date, snapshot: Sequ
     d = config.drift
     for days in range(d.window_days, d.max_window_days + 1):
         current = Window(run_date - timedelta(days=days), run_date)
-        documents = entered(corpus, current, snapshot)
-        if len(chunk_documents(config, documents, chunked)) >= d.min_current:
+        versions = corpus.entered_versions(current.start, current.end)
+        n = count(versions)
+        if n is None:
+            return None
+        if n >= d.min_current:
             break
     pinned = store.read_reference(config.data_dir)
     end = pinned if pinned is not None and pinned <= current.start else current.start
-    return Window(end - timedelta(days=d.reference_days), end), current, documents
+    return Window(end - timedelta(days=d.reference_days), end), current, versions
 
 
 def entered(corpus: Corpus, window: Window, at_end: Sequence[StoredDocument] | None = None,
@@ -284,30 +289,60 @@ def entered(corpus: Corpus, window: Window, at_end: Sequence[StoredDocument] | N
     return corpus.entered(window.start, window.end, held)
 
 
-def _sample(config: Config, documents: Sequence[StoredDocument], vectors_of: Callable[[list[Chunk]], np.ndarray],
-            duplicate: Callable[[np.ndarray, list[Chunk]], np.ndarray], seed: int,
-            chunked: dict[tuple[str, str], list[Chunk]] | None = None) -> drift.Sample:
-    """One side of the drift comparison. Near copies are looked for only among the rows `window_drift` keeps
-    (its seeded sample of drift.sample_cap, drawn with `seed`); the other rows' flags are never read."""
-    by_id = {s.document.id: s.document for s in documents}
-    chunks = chunk_documents(config, documents, chunked)
-    vectors = vectors_of(chunks)
-    docs = [by_id[c.doc_id] for c in chunks]
-    keep = drift.kept_rows(len(chunks), config.drift.sample_cap, seed)
-    flags = np.zeros(len(chunks), bool)
+def _chunk_counts(config: Config, corpus: Corpus, versions: Sequence[tuple[str, str, str]],
+                  chunked: dict[tuple[str, str], list[Chunk]], *, read: bool = True) -> list[int] | None:
+    """How many chunks each version holds: from the run's chunks (`chunked`), else the corpus's chunk cache,
+    else (`read`) the version read and split (and kept in `chunked`); None when `read` is off and a version is
+    in neither."""
+    pairs = [(doc_id, h) for doc_id, h, _ in versions]
+    other = [p for p in pairs if p not in chunked]
+    cached = corpus.chunk_counts(_chunk_settings(config), other) if other else {}
+    unknown = [v for v, p in zip(versions, pairs) if p not in chunked and p not in cached]
+    if unknown and not read:
+        return None
+    if unknown:
+        chunk_documents(config, corpus.read_versions(unknown), chunked)
+    return [len(chunked[p]) if p in chunked else cached[p] for p in pairs]
+
+
+def _sample(config: Config, corpus: Corpus, versions: Sequence[tuple[str, str, str]],
+            vectors_of: Callable[[list[Chunk]], np.ndarray], duplicate: Callable[[np.ndarray, list[Chunk]], np.ndarray],
+            seed: int, chunked: dict[tuple[str, str], list[Chunk]]) -> drift.Sample:
+    """One side of the drift comparison: the chunks of these versions in order, of which only the rows the
+    samples keep are read (`window_drift`'s seeded sample of drift.sample_cap drawn with `seed`, and Evidently's),
+    so a window of 100,000 documents costs what its samples do. Near copies are looked for only among the rows
+    `window_drift` keeps; the other rows' flags are never read."""
+    d = config.drift
+    counts = _chunk_counts(config, corpus, versions, chunked)
+    n = int(sum(counts))
+    keep = drift.kept_rows(n, d.sample_cap, seed)
+    rows = keep
+    if d.evidently:
+        rows = np.union1d(keep, drift.kept_rows(n, min(d.sample_cap, drift.EVIDENTLY_SAMPLE_CAP), d.seed))
+    ends = np.cumsum(np.asarray(counts, np.int64))
+    owner = np.searchsorted(ends, rows, side="right")  # the version of each kept row
+    needed = sorted(set(owner.tolist()))
+    docs = dict(zip(needed, corpus.read_versions([versions[i] for i in needed])))
+    chunk_documents(config, list(docs.values()), chunked)  # each needed version's chunks, split at most once
+    sample_chunks = [chunked[(versions[o][0], versions[o][1])][int(r - ends[o] + counts[o])]
+                     for r, o in zip(rows, owner)]
+    vectors = vectors_of(sample_chunks)
+    owners = [docs[o].document for o in owner]
+    flags = np.zeros(len(rows), bool)
+    at = np.searchsorted(rows, keep)
     if len(keep):
-        flags[keep] = duplicate(vectors[keep], [chunks[i] for i in keep])
-    return drift.Sample(vectors, [d.categories[0] if d.categories else "" for d in docs],
-                        [d.source for d in docs], [d.title for d in docs], flags)
+        flags[at] = duplicate(vectors[at], [sample_chunks[i] for i in at])
+    return drift.Sample(vectors, [x.categories[0] if x.categories else "" for x in owners],
+                        [x.source for x in owners], [x.title for x in owners], flags, rows=rows, n=n)
 
 
-def _near_copies(config: Config, snapshot: Sequence[StoredDocument], chunks: Sequence[Chunk], vectors: np.ndarray,
+def _near_copies(config: Config, first_seen: Mapping[str, str], chunks: Sequence[Chunk], vectors: np.ndarray,
                  seen_by: date, owners: tuple[np.ndarray, np.ndarray, dict[str, int]] | None = None
                  ) -> Callable[[np.ndarray, list[Chunk]], np.ndarray]:
     """A function flagging, per chunk, a near copy (cosine >= drift.duplicate_cosine) among the chunks of
-    OTHER documents of the corpus first seen by `seen_by`. `owners`: `_chunk_owners(snapshot, chunks)`, when
-    the caller has it (it is the same for every `seen_by`)."""
-    first_seen, owner, number = owners or _chunk_owners(snapshot, chunks)
+    OTHER documents of the corpus first seen by `seen_by` (`first_seen`: each document's first-seen date).
+    `owners`: `_chunk_owners(first_seen, chunks)`, when the caller has it (it is the same for every `seen_by`)."""
+    first_seen, owner, number = owners or _chunk_owners(first_seen, chunks)
     keep = first_seen <= seen_by.isoformat()
     everything = bool(keep.all())
     pool = vectors if everything else vectors[keep]  # no copy of the whole corpus's vectors when all are in
@@ -329,11 +364,10 @@ def _near_copies(config: Config, snapshot: Sequence[StoredDocument], chunks: Seq
     return flags
 
 
-def _chunk_owners(snapshot: Sequence[StoredDocument], chunks: Sequence[Chunk]
+def _chunk_owners(first_seen: Mapping[str, str], chunks: Sequence[Chunk]
                   ) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
     """Per chunk, its document's first-seen date and its document as an integer (comparing ids as strings was
     seconds), and those integers by document id."""
-    first_seen = {s.document.id: s.first_seen for s in snapshot}
     number: dict[str, int] = {}
     owner = np.fromiter((number.setdefault(c.doc_id, len(number)) for c in chunks), np.int64, len(chunks))
     dates = np.array([first_seen[c.doc_id] for c in chunks] or [""], dtype=str)[:len(chunks)]
@@ -362,7 +396,8 @@ def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: dat
     """drift.csv rows: what entered in the current window against the reference window (each statistic
     with its null and verdict), Evidently and the top-1 cosines as context, and query-log drift. `chunked`: the
     run's chunk cache (see `chunk_documents`)."""
-    found = window_verdicts(config, corpus, embedder, run_date, snapshot, chunks, vectors, chunked)
+    first_seen = {s.document.id: s.first_seen for s in snapshot}
+    found = window_verdicts(config, corpus, embedder, run_date, first_seen, chunks, vectors, chunked)
     return drift_table(config, corpus, embedder, run_date, found, top1)
 
 
@@ -393,11 +428,13 @@ class WindowVerdicts:
 
 
 def window_verdicts(config: Config, corpus: Corpus, embedder: Embedder, run_date: date,
-                    snapshot: Sequence[StoredDocument], chunks: Sequence[Chunk], vectors: np.ndarray,
+                    first_seen: Mapping[str, str], chunks: Sequence[Chunk], vectors: np.ndarray,
                     chunked: dict[tuple[str, str], list[Chunk]] | None = None) -> WindowVerdicts:
-    """The corpus part of `drift_rows`: the windows and the statistics' verdicts."""
+    """The corpus part of `drift_rows`: the windows and the statistics' verdicts. `first_seen`: the first-seen
+    date of each document of the run's corpus, whose `chunks` and their `vectors` are the near copies' pool."""
     chunked = {} if chunked is None else chunked
-    reference_window, current_window, new_documents = drift_windows(config, corpus, run_date, snapshot, chunked)
+    reference_window, current_window, current_versions = _window_versions(
+        config, corpus, run_date, lambda versions: sum(_chunk_counts(config, corpus, versions, chunked)))
     position = {c.id: i for i, c in enumerate(chunks)}
 
     def vectors_of(sample_chunks: list[Chunk]) -> np.ndarray:
@@ -408,13 +445,13 @@ def window_verdicts(config: Config, corpus: Corpus, embedder: Embedder, run_date
             return vectors[at].reshape(len(sample_chunks), vectors.shape[1])
         return embed_cached(corpus, embedder, [c.text for c in sample_chunks]).vectors
 
-    owners = _chunk_owners(snapshot, chunks)
-    current = _sample(config, new_documents, vectors_of,
-                      _near_copies(config, snapshot, chunks, vectors, run_date, owners),
+    owners = _chunk_owners(first_seen, chunks)
+    current = _sample(config, corpus, current_versions, vectors_of,
+                      _near_copies(config, first_seen, chunks, vectors, run_date, owners),
                       drift.current_seed(config.drift), chunked)
-    reference_docs = entered(corpus, reference_window, known=snapshot)  # the snapshot's documents not read again
-    reference = _sample(config, reference_docs, vectors_of,  # the run's vectors, else the cache (deleted since)
-                        _near_copies(config, snapshot, chunks, vectors, reference_window.end, owners),
+    reference_versions = corpus.entered_versions(reference_window.start, reference_window.end)
+    reference = _sample(config, corpus, reference_versions, vectors_of,  # the run's vectors, else the cache
+                        _near_copies(config, first_seen, chunks, vectors, reference_window.end, owners),
                         config.drift.seed, chunked)
     n_ref, n_cur = len(reference), len(current)
     why = drift.not_enough(n_ref, n_cur, config.drift)
@@ -422,14 +459,15 @@ def window_verdicts(config: Config, corpus: Corpus, embedder: Embedder, run_date
     verdicts = _short(names, why) if why else drift.window_drift(reference, current, config.drift)
     evidently: list[drift.Verdict] = []
     if config.drift.evidently and not why:
+        cap = min(config.drift.sample_cap, drift.EVIDENTLY_SAMPLE_CAP)
+        rows = lambda side: side.vectors[side.held(drift.kept_rows(len(side), cap, config.drift.seed))]  # noqa: E731
         evidently = [drift.Verdict(name, value, math.nan, math.nan, math.nan, math.nan, math.nan,
                                    verdict=drift.CONTEXT)
                      for name, value in drift.evidently_embedding_drift(
-                         reference.vectors, current.vectors, config.drift.seed,
-                         min(config.drift.sample_cap, drift.EVIDENTLY_SAMPLE_CAP)).rows()]
-    keys = lambda docs: [(s.document.id, s.content_hash) for s in docs]  # noqa: E731
+                         rows(reference), rows(current), config.drift.seed, cap).rows()]
+    keys = lambda versions: [(doc_id, h) for doc_id, h, _ in versions]  # noqa: E731
     return WindowVerdicts(reference_window, current_window, n_ref, n_cur, verdicts, evidently,
-                          keys(reference_docs), keys(new_documents))
+                          keys(reference_versions), keys(current_versions))
 
 
 def drift_table(config: Config, corpus: Corpus, embedder: Embedder, run_date: date, found: WindowVerdicts,
@@ -485,23 +523,19 @@ def _drift_key(config: Config, keys: Sequence[tuple[str, str, str]], corpus_dige
 
 def _memo_windows(config: Config, corpus: Corpus, run_date: date
                   ) -> tuple[Window, Window, list[tuple[str, str]], list[tuple[str, str]]] | None:
-    """`drift_windows` by SQL on (doc id, content hash) pairs and the chunk cache's counts, none of the
-    documents read: the windows and the documents of each (reference, current). None when a document of the
-    current window is not in the chunk cache (the full run splits it)."""
-    d = config.drift
-    settings = _chunk_settings(config)
-    for days in range(d.window_days, d.max_window_days + 1):
-        current = Window(run_date - timedelta(days=days), run_date)
-        current_keys = corpus.entered_keys(current.start, current.end)
-        counts = corpus.chunk_counts(settings, current_keys)
-        if len(counts) < len(set(current_keys)):
-            return None
-        if sum(counts[k] for k in current_keys) >= d.min_current:
-            break
-    pinned = store.read_reference(config.data_dir)
-    end = pinned if pinned is not None and pinned <= current.start else current.start
-    reference = Window(end - timedelta(days=d.reference_days), end)
-    return reference, current, corpus.entered_keys(reference.start, reference.end), current_keys
+    """The windows of `window_verdicts` by SQL and the chunk cache's counts, none of the documents read, and the
+    documents of each (reference, current) as (doc id, content hash). None when a document of the current
+    window is not in the chunk cache (the full run splits it)."""
+    def count(versions: list[tuple[str, str, str]]) -> int | None:
+        counts = _chunk_counts(config, corpus, versions, {}, read=False)
+        return None if counts is None else sum(counts)
+
+    found = _window_versions(config, corpus, run_date, count)
+    if found is None:
+        return None
+    reference, current, versions = found
+    return (reference, current, corpus.entered_keys(reference.start, reference.end),
+            [(doc_id, h) for doc_id, h, _ in versions])
 
 
 @dataclass(frozen=True)
@@ -751,8 +785,9 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                     hnsw_rows = signals.hnsw_recall_rows(run_date.isoformat(), approximate, exact, gold,
                                                          config.retrieval.k)
                     signal_rows += hnsw_rows
-            drift_found = window_verdicts(config, corpus, embedder, run_date, snapshot, chunks, embedded.vectors,
-                                          chunked)
+            drift_found = window_verdicts(config, corpus, embedder, run_date,
+                                          {s.document.id: s.first_seen for s in snapshot}, chunks,
+                                          embedded.vectors, chunked)
             if builtin:
                 _keep_memo(config, run_date, gold, snapshot, rankings, top1, hnsw_rows, n_chunks, drift_found)
         target_rows = []

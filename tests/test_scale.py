@@ -87,9 +87,12 @@ def test_other_retention_settings_parse_again(tmp_path, daily):
         assert not any(o.unchanged for o in outcomes)
 
 
-def test_near_copies_flagged_only_on_the_kept_rows_give_the_same_drift_rows(tmp_path, daily, embedder, monkeypatch):
-    """Differential: drift rows with near copies looked for among the rows window_drift keeps equal those with
-    every row flagged (the previous cost: all of the reference window against the whole corpus)."""
+@pytest.mark.parametrize("evidently", [False, True])  # with Evidently's sample too, whose rows differ on the current side
+def test_near_copies_flagged_only_on_the_kept_rows_give_the_same_drift_rows(tmp_path, daily, embedder, monkeypatch,
+                                                                           evidently):
+    """Differential: drift rows with only the rows the samples keep read, and near copies looked for among the rows
+    window_drift keeps, equal those with every document of both windows read and every row flagged (the previous
+    cost: all of the reference window read, and compared with the whole corpus)."""
     import numpy as np
 
     from pipeline import drift
@@ -97,7 +100,7 @@ def test_near_copies_flagged_only_on_the_kept_rows_give_the_same_drift_rows(tmp_
     from pipeline.embeddings import embed_cached
 
     config = _config(tmp_path / "data", daily).replace(
-        drift=DriftConfig(sample_cap=12, permutations=99, min_current=5, min_reference=5, evidently=False,
+        drift=DriftConfig(sample_cap=12, permutations=99, min_current=5, min_reference=5, evidently=evidently,
                           duplicate_cosine=0.6))
     day = START + timedelta(days=5)
     with Corpus.in_dir(config.data_dir) as corpus:
@@ -108,7 +111,10 @@ def test_near_copies_flagged_only_on_the_kept_rows_give_the_same_drift_rows(tmp_
         vectors = embed_cached(corpus, embedder, [c.text for c in chunks]).vectors
         fast = job.drift_rows(config, corpus, embedder, day, snapshot, chunks, vectors, [])
 
-        def every_row(config, documents, vectors_of, duplicate, seed, chunked=None):
+        def every_row(config, corpus, versions, vectors_of, duplicate, seed, chunked):
+            """The side as it was read before: every document of the window, every chunk and its vector,
+            every row flagged."""
+            documents = corpus.read_versions(versions)
             by_id = {s.document.id: s.document for s in documents}
             sample_chunks = job.chunk_documents(config, documents)
             sample_vectors = vectors_of(sample_chunks)
@@ -309,7 +315,7 @@ def test_near_copy_flags_equal_the_brute_force_comparison():
     sample = list(rng.choice(len(chunks), 40, replace=False))
     outsider = Chunk("elsewhere#0", "elsewhere", 0, "")
     for day in (date(2026, 2, 28), date(2026, 3, 1), date(2026, 3, 2), date(2026, 3, 3)):
-        flags = job._near_copies(config, docs, chunks, vectors, day)
+        flags = job._near_copies(config, first, chunks, vectors, day)
         sample_vectors = np.vstack([vectors[sample], vectors[:1]])
         got = flags(sample_vectors, [chunks[i] for i in sample] + [outsider])
         expected = [any(chunks[j].doc_id != c.doc_id and first[chunks[j].doc_id] <= day.isoformat()
