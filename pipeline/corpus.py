@@ -121,6 +121,19 @@ WHERE d.first_seen <= :day AND (d.deleted_at IS NULL OR d.deleted_at > :day)
 ORDER BY d.doc_id
 """
 
+# `_SNAPSHOT_KEYS` with each version's date and its chunk texts from the chunk cache under :settings (NULL: not
+# chunked under them yet): a run's corpus and chunks in one read, no document text read.
+_SNAPSHOT_CHUNKS = """
+SELECT v.doc_id, v.content_hash, d.first_seen, v.valid_from, c.texts
+FROM documents d
+JOIN versions v ON v.doc_id = d.doc_id
+LEFT JOIN chunk_cache c ON c.doc_id = v.doc_id AND c.content_hash = v.content_hash AND c.settings = :settings
+WHERE d.first_seen <= :day AND (d.deleted_at IS NULL OR d.deleted_at > :day)
+  AND v.valid_from = (SELECT MAX(valid_from) FROM versions
+                      WHERE doc_id = d.doc_id AND valid_from <= :day)
+ORDER BY d.doc_id
+"""
+
 _VERSIONS = """
 SELECT v.doc_id, v.title, v.text, v.url, v.published, v.source, v.categories, v.content_hash, d.first_seen,
        v.valid_from
@@ -352,6 +365,11 @@ class Corpus:
     def snapshot_keys(self, run_date: date | str) -> list[tuple[str, str, str]]:
         """(doc id, content hash, first seen) of each document of `snapshot(run_date)`, in its order."""
         return self.db.execute(_SNAPSHOT_KEYS, {"day": _day(run_date)}).fetchall()
+
+    def snapshot_chunks(self, run_date: date | str, settings: str) -> list[tuple[str, str, str, str, str | None]]:
+        """(doc id, content hash, first seen, valid from, chunk texts joined by newlines or None when not in the
+        chunk cache under `settings`) of each document of `snapshot(run_date)`, in its order."""
+        return self.db.execute(_SNAPSHOT_CHUNKS, {"day": _day(run_date), "settings": settings}).fetchall()
 
     def entered_versions(self, start: date | str, end: date | str) -> list[tuple[str, str, str]]:
         """(doc id, content hash, valid from) of each document of `entered(start, end)`, in its order, none read."""

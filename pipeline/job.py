@@ -181,6 +181,34 @@ def chunk_snapshot(config: Config, corpus: Corpus, documents: Sequence[StoredDoc
     return chunk_documents(config, documents, chunked)
 
 
+def corpus_chunks(config: Config, corpus: Corpus, run_date: date, chunked: dict[tuple[str, str], list[Chunk]]
+                  ) -> tuple[list[tuple[str, str, str]], list[Chunk]]:
+    """The run's corpus as (doc id, content hash, first seen) per document and its chunks in order: what
+    `chunk_snapshot(corpus.snapshot(run_date))` gives, in one read of the documents' keys and cached chunk texts
+    (`Corpus.snapshot_chunks`); only the versions not chunked before under the same settings are read, split
+    and added to the chunk cache. Each document's chunks are left in `chunked`."""
+    settings = _chunk_settings(config)
+    rows = corpus.snapshot_chunks(run_date, settings)
+    unchunked = [(doc_id, h, valid_from) for doc_id, h, _, valid_from, texts in rows
+                 if texts is None and (doc_id, h) not in chunked]
+    if unchunked:
+        fresh: dict[tuple[str, str], list[str]] = {}
+        for stored in corpus.read_versions(unchunked):
+            doc = stored.document
+            key = (doc.id, stored.content_hash)
+            chunked[key] = chunk_document(doc.id, doc.title, doc.text, config.chunking.size, config.chunking.overlap)
+            fresh[key] = [c.text for c in chunked[key]]
+        corpus.cache_chunks(settings, fresh)
+    chunks: list[Chunk] = []
+    for doc_id, h, _, _, texts in rows:
+        got = chunked.get((doc_id, h))
+        if got is None:
+            got = chunked[(doc_id, h)] = ([Chunk(chunk_id(doc_id, n), doc_id, n, text)
+                                           for n, text in enumerate(texts.split("\n"))] if texts else [])
+        chunks += got
+    return [(doc_id, h, first_seen) for doc_id, h, first_seen, _, _ in rows], chunks
+
+
 def evaluate_pipelines(config: Config, retriever: Retriever, gold: Sequence[GoldQuestion],
                        query_vectors: np.ndarray, present: set[str], run_date: date,
                        rankings_out: dict[str, list[Ranking]] | None = None) -> tuple[list[dict], list[dict]]:
@@ -591,12 +619,11 @@ def _memoized(config: Config, corpus: Corpus, run_date: date, gold: Sequence[Gol
         return None
 
 
-def _keep_memo(config: Config, run_date: date, gold: Sequence[GoldQuestion], snapshot: Sequence[StoredDocument],
+def _keep_memo(config: Config, run_date: date, gold: Sequence[GoldQuestion], keys: Sequence[tuple[str, str, str]],
                rankings: Mapping[str, Sequence[Ranking]], top1: list[tuple[str, float]], hnsw: list[dict],
                chunks_total: int, found: WindowVerdicts) -> None:
     if not memo.enabled():
         return
-    keys = [(s.document.id, s.content_hash, s.first_seen) for s in snapshot]
     corpus_digest = memo.digest(k[:2] for k in keys)
     memo.save(config.data_dir, "retrieval", _retrieval_key(config, gold, corpus_digest),
               {"run_date": run_date.isoformat(), "rankings": _rankings_memo(rankings),
@@ -752,9 +779,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             embedded = Embedded(np.zeros((0, 0), np.float32), 0)
             drift_found = memoized.drift
         else:
-            snapshot = corpus.snapshot(run_date)
             chunked: dict[tuple[str, str], list[Chunk]] = {}  # each document split once per run
-            chunks = chunk_snapshot(config, corpus, snapshot, chunked)
+            keys, chunks = corpus_chunks(config, corpus, run_date, chunked)
             n_chunks = len(chunks)
             stored = _stored_indexes(config, corpus, embedder, chunks) if builtin else None
             if stored is not None and stored.dense is not None:  # the vectors the stored index holds: not read again
@@ -773,7 +799,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                 retriever = Retriever(chunks, embedded.vectors, indexed, reranker, stored.dense, stored.bm25)
                 if _is_latest(config, run_date):  # the latest date's indexes are kept; a past date's are not
                     indexes.save(data_dir, stored, retriever.dense, retriever.bm25)
-                present = {s.document.id for s in snapshot}
+                present = {doc_id for doc_id, _, _ in keys}
                 metric_rows, question_rows = evaluate_pipelines(indexed, retriever, gold, queries.vectors, present,
                                                                 run_date, rankings)
                 top1 = _top1_cosines(retriever, rankings, queries.vectors, embedded.vectors)
@@ -786,10 +812,10 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                                                          config.retrieval.k)
                     signal_rows += hnsw_rows
             drift_found = window_verdicts(config, corpus, embedder, run_date,
-                                          {s.document.id: s.first_seen for s in snapshot}, chunks,
+                                          {doc_id: first_seen for doc_id, _, first_seen in keys}, chunks,
                                           embedded.vectors, chunked)
             if builtin:
-                _keep_memo(config, run_date, gold, snapshot, rankings, top1, hnsw_rows, n_chunks, drift_found)
+                _keep_memo(config, run_date, gold, keys, rankings, top1, hnsw_rows, n_chunks, drift_found)
         target_rows = []
         by_pipeline_metrics = {p: [r for r in metric_rows if r["pipeline"] == p] for p in builtin}
         by_pipeline_questions = {p: [r for r in question_rows if r["pipeline"] == p] for p in builtin}

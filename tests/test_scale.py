@@ -340,3 +340,33 @@ def test_bm25_best_first_equals_sorting_every_matched_chunk():
         matched = np.sort(rng.choice(len(chunks), len(chunks) * 3 // 4, replace=False))
         scores = rng.integers(0, levels, len(matched)).astype(np.float32) / 3
         assert _best_first(table, scores, matched, depth) == table.collapse(*_sorted_desc(scores, matched), depth)
+
+
+def test_corpus_chunks_equal_the_snapshots_chunks(tmp_path, daily):
+    """Differential: `corpus_chunks` (the corpus's keys and cached chunk texts in one read, only new versions
+    read and split) gives the snapshot's keys and `chunk_documents` of the snapshot: on a first run (nothing
+    cached), a second one (all cached), after a changed document, under other settings, on a past date."""
+    import dataclasses
+
+    from pipeline.config import ChunkingConfig
+
+    config = _config(tmp_path / "data", daily)
+
+    def check(config, corpus, day):
+        snapshot = corpus.snapshot(day)
+        keys, chunks = job.corpus_chunks(config, corpus, day, {})
+        assert keys == [(s.document.id, s.content_hash, s.first_seen) for s in snapshot]
+        assert chunks == job.chunk_documents(config, snapshot)
+        return chunks
+
+    with Corpus.in_dir(config.data_dir) as corpus:
+        for i in range(3):
+            job.ingest(config, corpus, START + timedelta(days=i))
+        day = START + timedelta(days=2)
+        first = check(config, corpus, day)  # nothing cached yet: every version read and split
+        assert check(config, corpus, day) == first  # all from the cache
+        doc = corpus.snapshot(day)[0].document
+        corpus.ingest([dataclasses.replace(doc, text=doc.text + " " + "more words " * 200)], day)
+        assert len(check(config, corpus, day)) > len(first)
+        check(config.replace(chunking=ChunkingConfig(size=20, overlap=5)), corpus, day)
+        check(config, corpus, START)  # a past date: its own versions
