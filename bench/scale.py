@@ -147,13 +147,13 @@ def build_corpus(folder: Path, n_docs: int, seed: int = 0) -> Path:
     return folder / "monitor.toml"
 
 
-def timed_run(config: Path, day: date) -> tuple[float, float]:
+def timed_run(config: Path, day: date, **env: str) -> tuple[float, float]:
     """Wall-clock seconds of `python -m pipeline run` in a fresh process (imports included) and its peak RSS (MB)."""
     code = ("import resource, sys; from pipeline.cli import main; rc = main(sys.argv[1:]); "
             "print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code, "run", "--config", str(config), "--date", day.isoformat()],
-                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", **env})
     seconds = time.perf_counter() - t0
     if done.returncode not in (0, 1):
         raise SystemExit(f"run {day} failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -173,20 +173,23 @@ def daily(sizes: list[int], out: Path) -> None:
         new_day, new_rss = timed_run(config, DAY0 + timedelta(days=1))  # 100 new documents
         none_day, none_rss = timed_run(config, DAY0 + timedelta(days=2))  # nothing new
         rerun, _ = timed_run(config, DAY0 + timedelta(days=2))  # the same date again
-        rows.append([n, setup, first, new_day, none_day, rerun, max(new_rss, none_rss)])
+        computed, computed_rss = timed_run(config, DAY0 + timedelta(days=3), DRIFTWATCH_NO_MEMO="1")  # no memo
+        rows.append([n, setup, first, new_day, none_day, rerun, computed, max(new_rss, none_rss, computed_rss)])
     table("Daily cost against corpus size (python -m pipeline run in a fresh process, imports included; "
           "random unit vectors in the embedding cache)",
-          ["documents", "setup s", "first run s", "100 new s", "none new s", "re-run s", "peak MB"], rows)
+          ["documents", "setup s", "first run s", "100 new s", "none new s", "re-run s", "none, no memo s",
+           "peak MB"], rows)
 
 
 # --- embedding throughput and Ray --------------------------------------------------------------------------
 
 
-def bench_texts(n: int, seed: int = 0) -> list[str]:
-    """`n` chunk-sized texts (128 words) drawn from the README's words: real English, reproducible."""
+def bench_texts(n: int, seed: int = 0, length: int = 128) -> list[str]:
+    """`n` texts of `length` words (128: a chunk; 40: a news item of the bundled data, about 35 words and a
+    title) drawn from the README's words: real English, reproducible."""
     words = (ROOT / "README.md").read_text(encoding="utf-8").split()
     rng = np.random.default_rng(seed)
-    return [" ".join(words[s:s + 128]) for s in rng.integers(0, len(words) - 128, n)]
+    return [" ".join(words[s:s + length]) for s in rng.integers(0, len(words) - length, n)]
 
 
 def throughput(n: int) -> None:
@@ -213,12 +216,12 @@ def throughput(n: int) -> None:
           ["what", "seconds", "texts/s", "x raw torch"], rows)
 
 
-def ray_against_local(n: int, workers: int) -> None:
+def ray_against_local(n: int, workers: int, length: int = 128) -> None:
     """The Ray engine (a local Ray of `workers` CPUs, started inside the timing, and without) against the
-    in-process embedder on the same texts."""
+    in-process embedder on the same `n` texts of `length` words."""
     import ray
 
-    texts = bench_texts(n, seed=1)
+    texts = bench_texts(n, seed=1, length=length)
     local = Embedder(EmbedderConfig())
     local.encode(texts[:8])
     t0 = time.perf_counter()
@@ -232,7 +235,7 @@ def ray_against_local(n: int, workers: int) -> None:
     on_ray.encode(texts)  # Ray up; the actors load the model again (a new dataset)
     warm = time.perf_counter() - t0
     ray.shutdown()
-    table(f"Ray Data ({workers} actors) against in-process on {n} texts ({os.cpu_count()} CPUs); "
+    table(f"Ray Data ({workers} actors) against in-process on {n} texts of {length} words ({os.cpu_count()} CPUs); "
           f"max |difference| {float(np.abs(first - expected).max()):.1e}",
           ["engine", "seconds", "x in-process"],
           [["in-process", here, 1.0], ["ray, cold (ray.init inside)", cold, here / cold],
@@ -249,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--texts", type=int, default=2000, help="texts of the throughput table")
     parser.add_argument("--ray-texts", type=int, default=10000, help="texts of the Ray table")
     parser.add_argument("--ray-workers", type=int, default=2)
+    parser.add_argument("--ray-words", type=int, default=40,
+                        help="words per text of the Ray table (40: a news item; 128: a chunk)")
     args = parser.parse_args(argv)
     if args.part in ("quality", "all"):
         quality(args.demo)
@@ -257,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.part in ("throughput", "all"):
         throughput(args.texts)
     if args.part in ("ray", "all"):
-        ray_against_local(args.ray_texts, args.ray_workers)
+        ray_against_local(args.ray_texts, args.ray_workers, args.ray_words)
     return 0
 
 
