@@ -457,3 +457,18 @@ def test_a_pipelines_drop_is_one_incident_whichever_series_shows_it():
     assert [(a.pipeline, a.rule, a.since, a.new) for a in marked] == [
         ("bm25", DROP, day(0).isoformat(), False), ("dense", DROP, day(1).isoformat(), True),
         ("bm25", FLOOR, day(1).isoformat(), True)]
+
+
+def test_normal_tails_from_scipy_special_equal_scipy_stats_norm():
+    """series takes the normal tails from scipy.special (scipy.stats costs a second to import): the same
+    numbers as scipy.stats.norm.sf and .isf, to the last bit, over the z and alpha a rule meets."""
+    import numpy as np
+    from scipy import stats
+
+    from pipeline import series
+
+    for alpha in (0.5, 0.1, 0.05, 0.01, 1e-3, 1e-6):
+        for n_tests in (1, 3, 12, 200):
+            assert series.critical_z(alpha, n_tests) == float(stats.norm.isf(alpha / n_tests))
+    for z in np.linspace(-8, 12, 401):
+        assert float(series.special.ndtr(-z)) == float(stats.norm.sf(z))
