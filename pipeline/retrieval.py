@@ -13,11 +13,15 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pipeline.chunking import Chunk
 from pipeline.config import Config, RerankConfig, RetrievalConfig
+
+if TYPE_CHECKING:
+    from scipy import sparse
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +158,7 @@ class TermCounts:
     token length (its row's sum). A chunk's row depends on its text and the stopwords only, so a stored row is
     reused for the same text."""
 
-    matrix: scipy.sparse.csr_matrix
+    matrix: sparse.csr_matrix
     vocab: list[str]
     lengths: np.ndarray  # (n_chunks,) int64
 
@@ -370,6 +374,12 @@ class Reranker:
         )
 
 
+def indexes_needed(pipelines: Sequence[str]) -> tuple[bool, bool]:
+    """Whether `pipelines` need the dense index, and the BM25 one."""
+    return (any(p in ("dense", "hybrid", "hybrid_rerank") for p in pipelines),
+            any(p in ("bm25", "hybrid", "hybrid_rerank") for p in pipelines))
+
+
 class Retriever:
     """All indexes of one run over one chunk table; `search` runs a named pipeline for a batch of questions."""
 
@@ -381,8 +391,7 @@ class Retriever:
         self.config = config
         self.depth = config.retrieval.candidate_depth
         self._text = {c.id: c.text for c in chunks}
-        needs_dense = any(p in ("dense", "hybrid", "hybrid_rerank") for p in config.retrieval.pipelines)
-        needs_bm25 = any(p in ("bm25", "hybrid", "hybrid_rerank") for p in config.retrieval.pipelines)
+        needs_dense, needs_bm25 = indexes_needed(config.retrieval.pipelines)
         self.dense = (dense or DenseIndex(vectors, config.retrieval)) if needs_dense else None
         b = config.bm25
         self.bm25 = ((bm25 or Bm25Index([c.text for c in chunks], b.k1, b.b, b.method, b.stopwords))
