@@ -191,7 +191,9 @@ class TermCounts:
                                    format="csr", dtype=np.int32)
             lengths = np.concatenate([lengths, fresh.lengths])
         matrix = matrix[np.asarray(order, dtype=np.int64)]
-        held = np.flatnonzero(np.bincount(matrix.indices, minlength=len(vocab)))
+        marked = np.zeros(len(vocab), dtype=bool)
+        marked[matrix.indices] = True
+        held = np.flatnonzero(marked)
         if len(held) < len(vocab):
             new_id = np.zeros(len(vocab), dtype=np.int32)
             new_id[held] = np.arange(len(held), dtype=np.int32)
@@ -234,8 +236,10 @@ class Bm25Index:
         n = counts.matrix.shape[0]
         if not n:
             return cls((), k1, b, method, stopwords)
-        if np.bincount(counts.matrix.indices, minlength=len(counts.vocab)).min(initial=1) == 0:
-            counts = counts.rows(np.arange(n))  # tokens no chunk holds: bm25s would not know them
+        df = np.bincount(counts.matrix.indices, minlength=len(counts.vocab))
+        if not df.all():  # tokens no chunk holds: bm25s would not know them
+            counts = counts.rows(np.arange(n))
+            df = df[df > 0]
         index = cls.__new__(cls)
         index.stopwords, index.n, index.counts = stopword_set(stopwords), n, counts
         model = index.model = bm25s.BM25(k1=k1, b=b, method=method)
@@ -243,8 +247,8 @@ class Bm25Index:
         n_vocab = len(counts.vocab)
         avg_len = np.asarray(counts.lengths, dtype=np.int64).mean()
         tfc_of, idf_of = _select_tfc_scorer(model.method), _select_idf_scorer(model.idf_method)
-        dfs, df_index = np.unique(np.bincount(counts.matrix.indices, minlength=n_vocab), return_inverse=True)
-        idf_by_df = [idf_of(int(df), N=n) for df in dfs]
+        dfs, df_index = np.unique(df, return_inverse=True)
+        idf_by_df = [idf_of(int(d), N=n) for d in dfs]
         idf = np.asarray(idf_by_df, dtype=dtype)[df_index]
         nonoccurrence = None
         if model.method in model.methods_requiring_nonoccurrence:
@@ -269,7 +273,7 @@ class Bm25Index:
         model.scores = {"data": scores.data.astype(dtype, copy=False),
                         "indices": scores.indices.astype(np.dtype(model.int_dtype), copy=False),
                         "indptr": scores.indptr.astype(np.int64, copy=False), "num_docs": n}
-        model.vocab_dict = {t: i for i, t in enumerate(counts.vocab)}
+        model.vocab_dict = dict(zip(counts.vocab, range(n_vocab)))
         model.vocab_dict.setdefault("", n_vocab)  # bm25s's empty token, past the scored vocabulary
         model.unique_token_ids_set = set(model.vocab_dict.values())
         model.nonoccurrence_array = nonoccurrence
