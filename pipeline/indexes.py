@@ -148,8 +148,8 @@ def prepare(data_dir: Path, chunks: Sequence[Chunk], config: Config, model: str,
     needs_dense, needs_bm25 = indexes_needed(config.retrieval.pipelines)
     folder = Path(data_dir) / INDEX_DIR
     stored = _read_sidecar(folder) if reuse and chunks else None
+    expected = sidecar(config, model, chunks, stored.get("dimension", 0) if stored else 0, hashes)
     if stored is not None:
-        expected = sidecar(config, model, chunks, stored.get("dimension", 0), hashes)
         changed = sorted(k for k in expected if stored.get(k) != expected[k])
         try:
             if not changed:
@@ -159,15 +159,13 @@ def prepare(data_dir: Path, chunks: Sequence[Chunk], config: Config, model: str,
             if set(changed) <= CORPUS_KEYS:
                 found = _read_stored(folder, stored, needs_bm25)
                 if found is not None:
-                    return _update(found, chunks, hashes, config, model, vectors_of, needs_dense, needs_bm25)
+                    return _update(found, chunks, hashes, config, expected, vectors_of, needs_dense, needs_bm25)
             else:
                 log.info("stored indexes were built for other settings (%s differ): rebuilding",
                          ", ".join(k for k in changed if k not in CORPUS_KEYS))
         except _Damaged as exc:  # never fail the run over a cache
             log.warning("%s: cannot use the stored indexes (%s): rebuilding", folder, exc.__cause__ or exc)
-    embedded = vectors_of(chunks)
-    counts = TermCounts.of_texts([c.text for c in chunks], stopword_set(config.bm25.stopwords)) if needs_bm25 else None
-    return _built(BUILT, chunks, hashes, config, model, embedded, counts, needs_dense, 0)
+    return _from_scratch(chunks, hashes, config, expected, vectors_of(chunks), needs_dense, needs_bm25)
 
 
 def keep(data_dir: Path, prepared: Prepared) -> None:
@@ -238,7 +236,7 @@ def _read_stored(folder: Path, stored: dict, needs_bm25: bool) -> _Stored | None
     return _Stored(hashes, vectors, counts)
 
 
-def _update(found: _Stored, chunks: Sequence[Chunk], hashes: list[str], config: Config, model: str,
+def _update(found: _Stored, chunks: Sequence[Chunk], hashes: list[str], config: Config, expected: dict,
             vectors_of: VectorsOf, needs_dense: bool, needs_bm25: bool) -> Prepared:
     """Indexes over `chunks` from the stored chunks' vectors and counts (by text) and the new chunks' own."""
     position = {h: i for i, h in enumerate(found.hashes)}
@@ -257,10 +255,9 @@ def _update(found: _Stored, chunks: Sequence[Chunk], hashes: list[str], config: 
                 log.info("the new chunks' vectors have %s dimensions, the stored ones %s: rebuilding",
                          added.vectors.shape[-1], vectors.shape[-1])
                 every = vectors_of(chunks)
-                embedded = Embedded(every.vectors, every.n_encoded + added.n_encoded)
-                counts = (TermCounts.of_texts([c.text for c in chunks], stopword_set(config.bm25.stopwords))
-                          if needs_bm25 else None)
-                return _built(BUILT, chunks, hashes, config, model, embedded, counts, needs_dense, 0)
+                return _from_scratch(chunks, hashes, config, expected,
+                                     Embedded(every.vectors, every.n_encoded + added.n_encoded), needs_dense,
+                                     needs_bm25)
             vectors[new], n_encoded = added.vectors, added.n_encoded
         embedded = Embedded(vectors, n_encoded)
     counts = None
@@ -275,15 +272,22 @@ def _update(found: _Stored, chunks: Sequence[Chunk], hashes: list[str], config: 
             counts = found.counts.rows(order, added_counts)
     log.debug("stored indexes updated: %d chunks kept, %d new, %d no longer indexed", len(chunks) - len(new),
               len(new), len(found.hashes) - len(set(source[source >= 0].tolist())))
-    return _built(UPDATED, chunks, hashes, config, model, embedded, counts, needs_dense, len(chunks) - len(new))
+    return _built(UPDATED, chunks, hashes, config, expected, embedded, counts, needs_dense, len(chunks) - len(new))
 
 
-def _built(how: str, chunks: Sequence[Chunk], hashes: list[str], config: Config, model: str, embedded: Embedded,
+def _from_scratch(chunks: Sequence[Chunk], hashes: list[str], config: Config, expected: dict, embedded: Embedded,
+                  needs_dense: bool, needs_bm25: bool) -> Prepared:
+    counts = TermCounts.of_texts([c.text for c in chunks], stopword_set(config.bm25.stopwords)) if needs_bm25 else None
+    return _built(BUILT, chunks, hashes, config, expected, embedded, counts, needs_dense, 0)
+
+
+def _built(how: str, chunks: Sequence[Chunk], hashes: list[str], config: Config, expected: dict, embedded: Embedded,
            counts: TermCounts | None, needs_dense: bool, reused: int) -> Prepared:
+    """The indexes over `chunks` from their vectors and counts, with `expected`'s sidecar (the vectors' dimension)."""
     b = config.bm25
     return Prepared(DenseIndex(embedded.vectors, config.retrieval) if needs_dense else None,
                     Bm25Index.from_counts(counts, b.k1, b.b, b.method, b.stopwords) if counts is not None else None,
-                    embedded, sidecar(config, model, chunks, embedded.vectors.shape[-1], hashes), how,
+                    embedded, {**expected, "dimension": int(embedded.vectors.shape[-1])}, how,
                     tuple(c.id for c in chunks), tuple(hashes), reused)
 
 
@@ -299,10 +303,11 @@ def _load_counts(folder: Path) -> TermCounts:
             or len(indices) != len(data) or np.any(np.diff(indptr) < 0) or np.any(data <= 0)
             or (len(indices) and (indices.min() < 0 or indices.max() >= len(vocab)))):
         raise ValueError(f"{COUNTS} is not a matrix of counts over {VOCAB}")
+    total = np.r_[0, np.cumsum(data, dtype=np.int64)]
+    if not np.array_equal(total[indptr[1:]] - total[indptr[:-1]], lengths):
+        raise ValueError(f"{COUNTS}: the chunk lengths are not the sums of their counts")
     matrix = sparse.csr_matrix((data.astype(np.int32), indices.astype(np.int32), indptr.astype(np.int64)),
                                shape=(n, len(vocab)))
-    if not np.array_equal(np.asarray(matrix.sum(axis=1)).ravel(), lengths):
-        raise ValueError(f"{COUNTS}: the chunk lengths are not the sums of their counts")
     return TermCounts(matrix, vocab, lengths.astype(np.int64))
 
 
