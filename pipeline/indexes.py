@@ -66,7 +66,7 @@ CORPUS_KEYS = {"chunks", "chunk_ids"}  # sidecar keys that change whenever the c
 
 def load(data_dir: Path, expected: dict, config: Config) -> Built:
     """The stored indexes when their sidecar equals `expected`; otherwise none (the run builds them), with the
-    mismatch logged."""
+    mismatch logged. With `save`, the exact-match path a run took before `prepare` and `keep`."""
     folder = Path(data_dir) / INDEX_DIR
     try:
         stored = json.loads((folder / SIDECAR).read_text(encoding="utf-8"))
