@@ -13,11 +13,15 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pipeline.chunking import Chunk
 from pipeline.config import Config, RerankConfig, RetrievalConfig
+
+if TYPE_CHECKING:
+    from scipy import sparse
 
 log = logging.getLogger(__name__)
 
@@ -158,8 +162,61 @@ class DenseIndex:
         return index
 
 
+@dataclass(frozen=True)
+class TermCounts:
+    """Each chunk's BM25 token counts: a CSR matrix (chunks x vocabulary, int32), the vocabulary, and each chunk's
+    token length (its row's sum). A chunk's row depends on its text and the stopwords only, so a stored row is
+    reused for the same text."""
+
+    matrix: sparse.csr_matrix
+    vocab: list[str]
+    lengths: np.ndarray  # (n_chunks,) int64
+
+    @classmethod
+    def of_texts(cls, texts: Sequence[str], stopwords: frozenset[str], vocab: Sequence[str] = ()) -> TermCounts:
+        """The counts of `texts` tokenised; token ids continue `vocab` (tokens not in it are appended)."""
+        from scipy import sparse
+
+        index = {t: i for i, t in enumerate(vocab)}
+        ids: list[int] = []
+        indptr = np.zeros(len(texts) + 1, dtype=np.int64)
+        for row, text in enumerate(texts):
+            ids.extend([index.setdefault(t, len(index)) for t in tokenize(text, stopwords)])
+            indptr[row + 1] = len(ids)
+        matrix = sparse.csr_matrix((np.ones(len(ids), dtype=np.int32), np.asarray(ids, dtype=np.int32), indptr),
+                                   shape=(len(texts), len(index)))
+        matrix.sum_duplicates()
+        return cls(matrix, list(index), np.diff(indptr))
+
+    def rows(self, order: np.ndarray, fresh: TermCounts | None = None) -> TermCounts:
+        """The rows at `order` (positions past these counts' rows are `fresh`'s, whose vocabulary continues this
+        one), with the vocabulary cut to the tokens they hold: the counts a build over those chunks would have."""
+        from scipy import sparse
+
+        matrix, vocab, lengths = self.matrix, self.vocab, self.lengths
+        if fresh is not None:
+            vocab = fresh.vocab
+            matrix = sparse.vstack([sparse.csr_matrix((matrix.data, matrix.indices, matrix.indptr),
+                                                      shape=(matrix.shape[0], len(vocab))), fresh.matrix],
+                                   format="csr", dtype=np.int32)
+            lengths = np.concatenate([lengths, fresh.lengths])
+        matrix = matrix[np.asarray(order, dtype=np.int64)]
+        marked = np.zeros(len(vocab), dtype=bool)
+        marked[matrix.indices] = True
+        held = np.flatnonzero(marked)
+        if len(held) < len(vocab):
+            new_id = np.zeros(len(vocab), dtype=np.int32)
+            new_id[held] = np.arange(len(held), dtype=np.int32)
+            matrix = sparse.csr_matrix((matrix.data, new_id[matrix.indices], matrix.indptr),
+                                       shape=(matrix.shape[0], len(held)))
+            vocab = [vocab[i] for i in held]
+        return TermCounts(matrix, list(vocab), lengths[order])
+
+
 class Bm25Index:
     """bm25s over the chunks, with the Unicode tokenizer above."""
+
+    counts: TermCounts | None = None  # set when built from counts (what `pipeline.indexes` stores)
 
     def __init__(self, texts: Sequence[str], k1: float, b: float, method: str, stopwords: str) -> None:
         bm25s = _bm25s()
@@ -169,6 +226,68 @@ class Bm25Index:
         self.model = bm25s.BM25(k1=k1, b=b, method=method)
         if self.n:
             self.model.index([tokenize(t, self.stopwords) for t in texts], show_progress=False)
+
+    @classmethod
+    def from_counts(cls, counts: TermCounts, k1: float, b: float, method: str, stopwords: str) -> Bm25Index:
+        """The index bm25s's `index()` builds over the same chunks, computed from their token counts without a
+        Python loop over chunks: every stored score is the same float32, and so is every query's score.
+
+        bm25s scores a document's tokens with its scorer functions called on (float32 counts, the document's
+        length as an int, the mean length as a float64 scalar); calling them once per distinct length, on every
+        count of the documents of that length, keeps those argument types and so numpy's promotion of them
+        (float64 under numpy 2, float32 under numpy 1). Idf is bm25s's function per distinct document frequency.
+        Token ids follow the counts' vocabulary (bm25s's follow a set's order): a query's scores do not depend
+        on them, being summed in the query's token order.
+        """
+        import bm25s
+        from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
+        from scipy import sparse
+
+        n = counts.matrix.shape[0]
+        if not n:
+            return cls((), k1, b, method, stopwords)
+        df = np.bincount(counts.matrix.indices, minlength=len(counts.vocab))
+        if not df.all():  # tokens no chunk holds: bm25s would not know them
+            counts = counts.rows(np.arange(n))
+            df = df[df > 0]
+        index = cls.__new__(cls)
+        index.stopwords, index.n, index.counts = stopword_set(stopwords), n, counts
+        model = index.model = bm25s.BM25(k1=k1, b=b, method=method)
+        dtype = np.dtype(model.dtype)
+        n_vocab = len(counts.vocab)
+        avg_len = np.asarray(counts.lengths, dtype=np.int64).mean()
+        tfc_of, idf_of = _select_tfc_scorer(model.method), _select_idf_scorer(model.idf_method)
+        dfs, df_index = np.unique(df, return_inverse=True)
+        idf_by_df = [idf_of(int(d), N=n) for d in dfs]
+        idf = np.asarray(idf_by_df, dtype=dtype)[df_index]
+        nonoccurrence = None
+        if model.method in model.methods_requiring_nonoccurrence:
+            tfc0 = tfc_of(tf_array=0, l_d=avg_len, l_avg=avg_len, k1=model.k1, b=model.b, delta=model.delta)
+            nonoccurrence = np.asarray([x * tfc0 for x in idf_by_df], dtype=dtype)[df_index]
+        by_length = np.argsort(counts.lengths, kind="stable")
+        grouped = counts.matrix[by_length]
+        lengths = counts.lengths[by_length]
+        starts = np.flatnonzero(np.r_[True, lengths[1:] != lengths[:-1]])
+        bounds = grouped.indptr[np.r_[starts, len(lengths)]]
+        tf, tokens = grouped.data.astype(dtype), grouped.indices
+        data = np.empty(len(tf), dtype=dtype)
+        for length, lo, hi in zip(lengths[starts], bounds[:-1], bounds[1:]):
+            part = idf[tokens[lo:hi]] * tfc_of(tf_array=tf[lo:hi], l_d=int(length), l_avg=avg_len, k1=model.k1,
+                                               b=model.b, delta=model.delta)
+            if nonoccurrence is not None:
+                part -= nonoccurrence[tokens[lo:hi]]
+            data[lo:hi] = part
+        restored = np.empty_like(by_length)
+        restored[by_length] = np.arange(len(by_length))
+        scores = sparse.csr_matrix((data, tokens, grouped.indptr), shape=(n, n_vocab))[restored].tocsc()
+        model.scores = {"data": scores.data.astype(dtype, copy=False),
+                        "indices": scores.indices.astype(np.dtype(model.int_dtype), copy=False),
+                        "indptr": scores.indptr.astype(np.int64, copy=False), "num_docs": n}
+        model.vocab_dict = dict(zip(counts.vocab, range(n_vocab)))
+        model.vocab_dict.setdefault("", n_vocab)  # bm25s's empty token, past the scored vocabulary
+        model.unique_token_ids_set = set(model.vocab_dict.values())
+        model.nonoccurrence_array = nonoccurrence
+        return index
 
     def save(self, folder: Path) -> None:
         self.model.save(str(folder), show_progress=False)
@@ -269,6 +388,12 @@ class Reranker:
         )
 
 
+def indexes_needed(pipelines: Sequence[str]) -> tuple[bool, bool]:
+    """Whether `pipelines` need the dense index, and the BM25 one."""
+    return (any(p in ("dense", "hybrid", "hybrid_rerank") for p in pipelines),
+            any(p in ("bm25", "hybrid", "hybrid_rerank") for p in pipelines))
+
+
 class Retriever:
     """All indexes of one run over one chunk table; `search` runs a named pipeline for a batch of questions."""
 
@@ -280,8 +405,7 @@ class Retriever:
         self.config = config
         self.depth = config.retrieval.candidate_depth
         self._text = {c.id: c.text for c in chunks}
-        needs_dense = any(p in ("dense", "hybrid", "hybrid_rerank") for p in config.retrieval.pipelines)
-        needs_bm25 = any(p in ("bm25", "hybrid", "hybrid_rerank") for p in config.retrieval.pipelines)
+        needs_dense, needs_bm25 = indexes_needed(config.retrieval.pipelines)
         self.dense = (dense or DenseIndex(vectors, config.retrieval)) if needs_dense else None
         b = config.bm25
         self.bm25 = ((bm25 or Bm25Index([c.text for c in chunks], b.k1, b.b, b.method, b.stopwords))
