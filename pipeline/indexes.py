@@ -35,15 +35,6 @@ FORMAT = 2
 
 LOADED, UPDATED, BUILT = "loaded", "updated", "built"  # Prepared.how
 
-@dataclass(frozen=True)
-class Built:
-    """The indexes loaded for a run (None: build it), and the sidecar they must match."""
-
-    dense: DenseIndex | None
-    bm25: Bm25Index | None
-    sidecar: dict
-
-
 def sidecar(config: Config, model: str, chunks: Sequence[Chunk], dimension: int,
             hashes: Sequence[str] | None = None) -> dict:
     """What built the indexes: model, dimension, normalisation, chunk count, the settings that shape an index,
@@ -62,43 +53,6 @@ def sidecar(config: Config, model: str, chunks: Sequence[Chunk], dimension: int,
 
 
 CORPUS_KEYS = {"chunks", "chunk_ids"}  # sidecar keys that change whenever the corpus does
-
-
-def load(data_dir: Path, expected: dict, config: Config) -> Built:
-    """The stored indexes when their sidecar equals `expected`; otherwise none (the run builds them), with the
-    mismatch logged. With `save`, the exact-match path a run took before `prepare` and `keep`."""
-    folder = Path(data_dir) / INDEX_DIR
-    try:
-        stored = json.loads((folder / SIDECAR).read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return Built(None, None, expected)
-    if stored != expected:
-        changed = sorted(k for k in expected if stored.get(k) != expected[k])
-        # New or changed chunks are every day with news (not worth a line in a demo or cron log); other
-        # settings or another model are worth one.
-        level = logging.DEBUG if set(changed) <= CORPUS_KEYS else logging.INFO
-        log.log(level, "stored indexes were built for other chunks or settings (%s differ): rebuilding",
-                ", ".join(changed))
-        return Built(None, None, expected)
-    dense = bm25 = None
-    try:
-        if (folder / DENSE).is_file():
-            dense = DenseIndex.load(folder / DENSE, config.retrieval.dense_index)
-            if dense.n != expected["chunks"]:
-                dense = None
-        if (folder / BM25).is_dir():
-            bm25 = Bm25Index.load(folder / BM25, expected["chunks"], config.bm25.stopwords)
-    except Exception as exc:  # a damaged file: rebuild, never fail the run over a cache
-        log.warning("%s: cannot load the stored indexes (%s): rebuilding", folder, exc)
-        return Built(None, None, expected)
-    return Built(dense, bm25, expected)
-
-
-def save(data_dir: Path, built: Built, dense: DenseIndex | None, bm25: Bm25Index | None) -> None:
-    """Store the run's indexes with their sidecar (see `_write`); nothing to do when they were loaded from it."""
-    if (dense is None or dense is built.dense) and (bm25 is None or bm25 is built.bm25):
-        return
-    _write(Path(data_dir) / INDEX_DIR, built.sidecar, dense, bm25)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
 from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document, chunk_id
 from pipeline.config import Config, TargetConfig, builtin_pipelines, require_sources, target_list
-from pipeline.corpus import CORPUS_FILE, Corpus, IngestCounts, StoredDocument, text_hash
+from pipeline.corpus import CORPUS_FILE, Corpus, IngestCounts, StoredDocument
 from pipeline.corpus import check_file as check_corpus
 from pipeline.embeddings import Embedded, Embedder, embed_cached, locate_model
 from pipeline.exporters import export, with_events
@@ -716,19 +716,6 @@ def target_row(run_date: date, target: TargetConfig, outcome: Outcome | None, n_
             "seconds": outcome.seconds if outcome else math.nan, "message": outcome.message if outcome else ""}
 
 
-def _stored_indexes(config: Config, corpus: Corpus, embedder: Embedder,
-                    chunks: Sequence[Chunk]) -> indexes.Built | None:
-    """The stored indexes matching the run's chunks and settings (the dimension from the first chunk's cached
-    vector), or None when that vector is not cached (the run embeds first, then looks)."""
-    if not chunks:
-        return None
-    probe = corpus.cached_embeddings(embedder.key, [text_hash(chunks[0].text)])
-    if not probe:
-        return None
-    dimension = next(iter(probe.values())).shape[0]
-    return indexes.load(config.data_dir, indexes.sidecar(config, embedder.key, chunks, dimension), config)
-
-
 def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embedder | None = None,
             notify: bool = True) -> RunResult:
     """The daily job for one date. Re-running a date replaces that date's rows.
@@ -782,23 +769,21 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             chunked: dict[tuple[str, str], list[Chunk]] = {}  # each document split once per run
             keys, chunks = corpus_chunks(config, corpus, run_date, chunked)
             n_chunks = len(chunks)
-            stored = _stored_indexes(config, corpus, embedder, chunks) if builtin else None
-            if stored is not None and stored.dense is not None:  # the vectors the stored index holds: not read again
-                embedded = Embedded(stored.dense.vectors(), 0)
-            else:
-                embedded = embed_cached(corpus, embedder, [c.text for c in chunks])
-                if stored is not None and stored.sidecar["dimension"] != embedded.vectors.shape[-1]:
-                    stored = None
+            latest = _is_latest(config, run_date)  # the latest date's indexes are updated and kept; a past date's not
+
+            def vectors_of(some: Sequence[Chunk]) -> Embedded:
+                return embed_cached(corpus, embedder, [c.text for c in some])
+
+            prepared = (indexes.prepare(data_dir, chunks, indexed, embedder.key, vectors_of, reuse=latest)
+                        if builtin else None)
+            embedded = prepared.embedded if prepared is not None else vectors_of(chunks)
             hnsw_rows: list[dict] = []
             if builtin:
                 queries = embed_cached(corpus, embedder, [q.question for q in gold])
                 reranker = (Reranker(config.rerank, config.embedder.device) if "hybrid_rerank" in builtin else None)
-                if stored is None:
-                    stored = indexes.load(data_dir, indexes.sidecar(config, embedder.key, chunks,
-                                                                    embedded.vectors.shape[-1]), config)
-                retriever = Retriever(chunks, embedded.vectors, indexed, reranker, stored.dense, stored.bm25)
-                if _is_latest(config, run_date):  # the latest date's indexes are kept; a past date's are not
-                    indexes.save(data_dir, stored, retriever.dense, retriever.bm25)
+                retriever = Retriever(chunks, embedded.vectors, indexed, reranker, prepared.dense, prepared.bm25)
+                if latest:
+                    indexes.keep(data_dir, prepared)
                 present = {doc_id for doc_id, _, _ in keys}
                 metric_rows, question_rows = evaluate_pipelines(indexed, retriever, gold, queries.vectors, present,
                                                                 run_date, rankings)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from datetime import date, timedelta
@@ -134,58 +133,6 @@ def test_near_copies_flagged_only_on_the_kept_rows_give_the_same_drift_rows(tmp_
 
 
 # --- persisted indexes ------------------------------------------------------------------------------------------
-
-
-def _rankings(config, chunks, vectors, questions, query_vectors, **built):
-    from pipeline.retrieval import Retriever
-
-    retriever = Retriever(chunks, vectors, config, **built)
-    return {p: retriever.search(p, questions, query_vectors) for p in ("dense", "bm25", "hybrid")}
-
-
-def test_stored_indexes_rank_as_fresh_ones_and_a_mismatch_rebuilds(tmp_path, daily, embedder, caplog):
-    """Persisted, then loaded for the same chunks: every question's dense, BM25 and hybrid ranking equals a fresh
-    build's. Another chunk list, model or setting in the sidecar: nothing is loaded."""
-    import dataclasses
-
-    from pipeline import indexes
-    from pipeline.config import Bm25Config
-    from pipeline.embeddings import embed_cached
-    from pipeline.gold import load_gold
-
-    config = _config(tmp_path / "data", daily)
-    config = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=("bm25", "dense", "hybrid")))
-    gold = load_gold(config.gold)
-    questions = [q.question for q in gold]
-    with Corpus.in_dir(config.data_dir) as corpus:
-        for i in range(4):
-            job.ingest(config, corpus, START + timedelta(days=i))
-        chunks = job.chunk_documents(config, corpus.snapshot(START + timedelta(days=3)))
-        vectors = embed_cached(corpus, embedder, [c.text for c in chunks]).vectors
-        query_vectors = embed_cached(corpus, embedder, questions).vectors
-    expected = indexes.sidecar(config, embedder.key, chunks, vectors.shape[1])
-    first = indexes.load(config.data_dir, expected, config)
-    assert first.dense is None and first.bm25 is None  # nothing stored yet
-    from pipeline.retrieval import Retriever
-
-    fresh = Retriever(chunks, vectors, config)
-    indexes.save(config.data_dir, first, fresh.dense, fresh.bm25)
-    stored = json.loads((config.data_dir / indexes.INDEX_DIR / indexes.SIDECAR).read_text())
-    assert stored == expected and stored["chunks"] == len(chunks) and stored["dimension"] == 384
-    loaded = indexes.load(config.data_dir, expected, config)
-    assert loaded.dense is not None and loaded.bm25 is not None
-    assert (_rankings(config, chunks, vectors, questions, query_vectors, dense=loaded.dense, bm25=loaded.bm25)
-            == _rankings(config, chunks, vectors, questions, query_vectors))
-    # Any mismatch rebuilds: one chunk fewer, another model, other BM25 settings.
-    for other in (indexes.sidecar(config, embedder.key, chunks[:-1], 384),
-                  indexes.sidecar(config, embedder.key + "@onnx", chunks, 384),
-                  indexes.sidecar(config.replace(bm25=Bm25Config(k1=1.2)), embedder.key, chunks, 384)):
-        with caplog.at_level("INFO", logger="pipeline.indexes"):
-            rebuilt = indexes.load(config.data_dir, other, config)
-        assert rebuilt.dense is None and rebuilt.bm25 is None
-    # Another model and other settings are told (INFO); new chunks, every day with news, only at DEBUG.
-    told = {r.message.split("(")[1].split(" differ")[0] for r in caplog.records if "rebuilding" in r.message}
-    assert told == {"model", "config_hash"}
 
 
 def test_the_job_keeps_the_latest_dates_indexes_and_reruns_rank_the_same(e2e_config, embedder):
