@@ -77,6 +77,24 @@ CREATE TABLE IF NOT EXISTS chunk_cache (
 );
 CREATE INDEX IF NOT EXISTS documents_first_seen ON documents (first_seen);
 CREATE INDEX IF NOT EXISTS versions_valid_from ON versions (valid_from);
+CREATE INDEX IF NOT EXISTS documents_deleted_at ON documents (deleted_at);
+-- The generation: a count of the writes that can change a snapshot (a document added, removed, first seen
+-- earlier or deleted; a version added, changed or removed), by whatever writes them. A memo computed at one
+-- generation still holds at the same generation when no snapshot date between lies in its range.
+INSERT OR IGNORE INTO meta VALUES ('generation', '0');
+CREATE TRIGGER IF NOT EXISTS documents_generation_insert AFTER INSERT ON documents
+BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'; END;
+CREATE TRIGGER IF NOT EXISTS documents_generation_update AFTER UPDATE ON documents
+WHEN OLD.doc_id IS NOT NEW.doc_id OR OLD.first_seen IS NOT NEW.first_seen OR OLD.deleted_at IS NOT NEW.deleted_at
+BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'; END;
+CREATE TRIGGER IF NOT EXISTS documents_generation_delete AFTER DELETE ON documents
+BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'; END;
+CREATE TRIGGER IF NOT EXISTS versions_generation_insert AFTER INSERT ON versions
+BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'; END;
+CREATE TRIGGER IF NOT EXISTS versions_generation_update AFTER UPDATE ON versions
+BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'; END;
+CREATE TRIGGER IF NOT EXISTS versions_generation_delete AFTER DELETE ON versions
+BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'; END;
 """
 
 # The version of each document in force on a date, for documents present on that date.
@@ -361,6 +379,34 @@ class Corpus:
             "(SELECT MAX(valid_from) FROM versions WHERE doc_id = d.doc_id AND valid_from <= :day)",
             {"id": doc_id, "day": _day(run_date)}).fetchone()
         return None if row is None else f"{row[0]}\n{row[1]}".strip()
+
+    def generation(self) -> int:
+        """The corpus's generation (see `_SCHEMA`): it changes with every write that can change a snapshot."""
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return int(row[0]) if row else -1
+
+    def dated_between(self, a: date | str, b: date | str, *, first_seen_only: bool = False) -> bool:
+        """Whether any document was first seen, given a version or deleted on a date in (min, max] of `a` and `b`
+        (only first seen with `first_seen_only`): with the generation unchanged, the snapshots of `a` and `b`
+        are equal when none was."""
+        lo, hi = sorted((_day(a), _day(b)))
+        if lo == hi:
+            return False
+        checks = ["SELECT 1 FROM documents WHERE first_seen > :lo AND first_seen <= :hi"]
+        if not first_seen_only:
+            checks += ["SELECT 1 FROM versions WHERE valid_from > :lo AND valid_from <= :hi",
+                       "SELECT 1 FROM documents WHERE deleted_at > :lo AND deleted_at <= :hi"]
+        return any(self.db.execute(f"{sql} LIMIT 1", {"lo": lo, "hi": hi}).fetchone() for sql in checks)
+
+    def present(self, doc_ids: Iterable[str], run_date: date | str) -> set[str]:
+        """Which of these documents are in `snapshot(run_date)`."""
+        ids, day, found = sorted(set(doc_ids)), _day(run_date), set()
+        for i in range(0, len(ids), 900):
+            batch = ids[i : i + 900]
+            found.update(r[0] for r in self.db.execute(
+                f"SELECT doc_id FROM documents WHERE doc_id IN ({','.join('?' * len(batch))}) AND first_seen <= ? "
+                "AND (deleted_at IS NULL OR deleted_at > ?)", [*batch, day, day]))
+        return found
 
     def snapshot_keys(self, run_date: date | str) -> list[tuple[str, str, str]]:
         """(doc id, content hash, first seen) of each document of `snapshot(run_date)`, in its order."""

@@ -534,26 +534,24 @@ def _retrieval_key(config: Config, gold: Sequence[GoldQuestion], corpus_digest: 
                     questions=[q.question for q in gold])
 
 
-def _drift_key(config: Config, keys: Sequence[tuple[str, str, str]], corpus_digest: str, reference: Window,
-               current: Window, reference_keys: Sequence[tuple[str, str]],
-               current_keys: Sequence[tuple[str, str]]) -> str:
-    """The inputs of `window_verdicts`: each window's documents, and the corpus the near copies of each side
-    are looked for in (the run's documents first seen by the window's end: the run's corpus, whose digest is
-    `corpus_digest`, less those first seen later), under the same settings."""
-    def pool(seen_by: date) -> str:
-        day = seen_by.isoformat()
-        return memo.digest((doc_id, h) for doc_id, h, first_seen in keys if first_seen > day)
+def _pool_digest(keys: Sequence[tuple[str, str, str]], seen_by: date) -> str:
+    """The corpus the near copies of a window are looked for in (the run's documents first seen by the window's
+    end), as the digest of what the run's corpus holds beyond it: the documents first seen later."""
+    day = seen_by.isoformat()
+    return memo.digest((doc_id, h) for doc_id, h, first_seen in keys if first_seen > day)
 
-    return memo.key(kind="drift", config=config.config_hash(), corpus=corpus_digest,
-                    reference=memo.digest(reference_keys), current=memo.digest(current_keys),
-                    reference_pool=pool(reference.end), current_pool=pool(current.end))
+
+def _drift_key(config: Config, corpus_digest: str, digests: Mapping[str, str]) -> str:
+    """The inputs of `window_verdicts`: the run's corpus, each window's documents and each side's near-copy
+    pool (`digests`: reference, current, reference_pool, current_pool), under the same settings."""
+    return memo.key(kind="drift", config=config.config_hash(), corpus=corpus_digest, **digests)
 
 
 def _memo_windows(config: Config, corpus: Corpus, run_date: date
-                  ) -> tuple[Window, Window, list[tuple[str, str]], list[tuple[str, str]]] | None:
+                  ) -> tuple[Window, Window, list[tuple[str, str]]] | None:
     """The windows of `window_verdicts` by SQL and the chunk cache's counts, none of the documents read, and the
-    documents of each (reference, current) as (doc id, content hash). None when a document of the current
-    window is not in the chunk cache (the full run splits it)."""
+    current window's documents as (doc id, content hash). None when a document of the current window is not
+    in the chunk cache (the full run splits it)."""
     def count(versions: list[tuple[str, str, str]]) -> int | None:
         counts = _chunk_counts(config, corpus, versions, {}, read=False)
         return None if counts is None else sum(counts)
@@ -562,8 +560,7 @@ def _memo_windows(config: Config, corpus: Corpus, run_date: date
     if found is None:
         return None
     reference, current, versions = found
-    return (reference, current, corpus.entered_keys(reference.start, reference.end),
-            [(doc_id, h) for doc_id, h, _ in versions])
+    return reference, current, [(doc_id, h) for doc_id, h, _ in versions]
 
 
 @dataclass(frozen=True)
@@ -589,48 +586,77 @@ def _rankings_from_memo(value: dict) -> dict[str, list[Ranking]]:
 def _memoized(config: Config, corpus: Corpus, run_date: date, gold: Sequence[GoldQuestion],
               counts: IngestCounts) -> Memoized | None:
     """The memo's results when every input of the run's retrieval and corpus drift is what they were computed
-    from, else None (the run computes them). `counts`: the run date's; a corpus that changed on the run date
-    cannot be the one of a memo computed for an earlier date, which saves reading its keys to find out."""
+    from, else None (the run computes them).
+
+    `counts`: the run date's; a corpus that changed on the run date cannot be the one of a memo computed for an
+    earlier date, which saves reading its keys to find out. At the memo's generation (nothing written to the
+    documents since), a snapshot, window or near-copy pool whose dates moved over no document's date is the
+    memo's: its digest is taken, not computed from the corpus's keys (which cost 0.5 s at 100,000 documents)."""
     if not memo.enabled():
         return None
-    kept = memo.load(config.data_dir, "retrieval")
-    if kept is None or (kept[1].get("run_date", "") < run_date.isoformat()
-                        and counts.new + counts.updated + counts.deleted):
+    kept, drifted = memo.load(config.data_dir, "retrieval"), memo.load(config.data_dir, "drift")
+    if kept is None or drifted is None:
         return None
-    keys = corpus.snapshot_keys(run_date)
-    corpus_digest = memo.digest(k[:2] for k in keys)
-    if kept[0] != _retrieval_key(config, gold, corpus_digest):
-        return None
-    found = kept[1]
-    windows = _memo_windows(config, corpus, run_date)
-    if windows is None:
-        return None
-    reference, current, reference_keys, current_keys = windows
-    verdicts = memo.load(config.data_dir, "drift")
-    if verdicts is None or verdicts[0] != _drift_key(config, keys, corpus_digest, reference, current,
-                                                     reference_keys, current_keys):
+    found, stored = kept[1], drifted[1]
+    if found.get("run_date", "") < run_date.isoformat() and counts.new + counts.updated + counts.deleted:
         return None
     try:
+        unchanged = found.get("generation") == stored.get("generation") == corpus.generation()
+        same_corpus = unchanged and not corpus.dated_between(found["run_date"], run_date)
+        keys: list[tuple[str, str, str]] | None = None
+        if same_corpus:
+            corpus_digest = found["corpus"]
+            present = corpus.present((d for q in gold for d in q.relevant_ids), run_date)
+        else:
+            keys = corpus.snapshot_keys(run_date)
+            corpus_digest = memo.digest(k[:2] for k in keys)
+            present = {k[0] for k in keys}
+        if kept[0] != _retrieval_key(config, gold, corpus_digest):
+            return None
+        windows = _memo_windows(config, corpus, run_date)
+        if windows is None:
+            return None
+        reference, current, current_keys = windows
+        old = stored["windows"]  # [start, end] of each window and the near-copy pools' dates, as computed
+        reference_same = (unchanged and not corpus.dated_between(old["reference"][0], reference.start)
+                          and not corpus.dated_between(old["reference"][1], reference.end))
+        digests = {"current": memo.digest(current_keys),
+                   "reference": (stored["digests"]["reference"] if reference_same else
+                                 memo.digest(corpus.entered_keys(reference.start, reference.end)))}
+        for name, seen_by in (("reference_pool", reference.end), ("current_pool", current.end)):
+            if same_corpus and not corpus.dated_between(old[name], seen_by, first_seen_only=True):
+                digests[name] = stored["digests"][name]
+            else:
+                keys = keys if keys is not None else corpus.snapshot_keys(run_date)
+                digests[name] = _pool_digest(keys, seen_by)
+        if drifted[0] != _drift_key(config, corpus_digest, digests):
+            return None
         return Memoized(_rankings_from_memo(found["rankings"]), [(n, float(v)) for n, v in found["top1"]],
-                        list(found["hnsw"]), int(found["chunks_total"]), {k[0] for k in keys},
-                        WindowVerdicts.from_memo(verdicts[1], reference, current))
-    except (KeyError, TypeError, ValueError) as exc:
+                        list(found["hnsw"]), int(found["chunks_total"]), present,
+                        WindowVerdicts.from_memo(stored, reference, current))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         log.warning("%s: a damaged memo (%s): computing anew", config.data_dir / memo.MEMO_DIR, exc)
         return None
 
 
-def _keep_memo(config: Config, run_date: date, gold: Sequence[GoldQuestion], keys: Sequence[tuple[str, str, str]],
-               rankings: Mapping[str, Sequence[Ranking]], top1: list[tuple[str, float]], hnsw: list[dict],
-               chunks_total: int, found: WindowVerdicts) -> None:
+def _keep_memo(config: Config, corpus: Corpus, run_date: date, gold: Sequence[GoldQuestion],
+               keys: Sequence[tuple[str, str, str]], rankings: Mapping[str, Sequence[Ranking]],
+               top1: list[tuple[str, float]], hnsw: list[dict], chunks_total: int, found: WindowVerdicts) -> None:
     if not memo.enabled():
         return
+    generation = corpus.generation()
     corpus_digest = memo.digest(k[:2] for k in keys)
     memo.save(config.data_dir, "retrieval", _retrieval_key(config, gold, corpus_digest),
-              {"run_date": run_date.isoformat(), "rankings": _rankings_memo(rankings),
-               "top1": [[n, v] for n, v in top1], "hnsw": [{**r, "run_date": ""} for r in hnsw],
-               "chunks_total": chunks_total})
-    memo.save(config.data_dir, "drift", _drift_key(config, keys, corpus_digest, found.reference, found.current,
-                                                   found.reference_keys, found.current_keys), found.memo())
+              {"run_date": run_date.isoformat(), "generation": generation, "corpus": corpus_digest,
+               "rankings": _rankings_memo(rankings), "top1": [[n, v] for n, v in top1],
+               "hnsw": [{**r, "run_date": ""} for r in hnsw], "chunks_total": chunks_total})
+    digests = {"reference": memo.digest(found.reference_keys), "current": memo.digest(found.current_keys),
+               "reference_pool": _pool_digest(keys, found.reference.end),
+               "current_pool": _pool_digest(keys, found.current.end)}
+    windows = {"reference": [found.reference.start.isoformat(), found.reference.end.isoformat()],
+               "reference_pool": found.reference.end.isoformat(), "current_pool": found.current.end.isoformat()}
+    memo.save(config.data_dir, "drift", _drift_key(config, corpus_digest, digests),
+              {**found.memo(), "generation": generation, "digests": digests, "windows": windows})
 
 
 class DocumentTexts(Mapping):
@@ -800,7 +826,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                                           {doc_id: first_seen for doc_id, _, first_seen in keys}, chunks,
                                           embedded.vectors, chunked)
             if builtin:
-                _keep_memo(config, run_date, gold, keys, rankings, top1, hnsw_rows, n_chunks, drift_found)
+                _keep_memo(config, corpus, run_date, gold, keys, rankings, top1, hnsw_rows, n_chunks, drift_found)
         target_rows = []
         by_pipeline_metrics = {p: [r for r in metric_rows if r["pipeline"] == p] for p in builtin}
         by_pipeline_questions = {p: [r for r in question_rows if r["pipeline"] == p] for p in builtin}

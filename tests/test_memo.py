@@ -95,3 +95,45 @@ def test_digest_tells_sets_of_versions_apart():
     assert memo.digest([("a", "1"), ("b", "2")]) != memo.digest([("a", "1"), ("b", "3")])
     assert memo.digest([("ab", "1")]) != memo.digest([("a", "b1")])
     assert memo.key(x=1) != memo.key(x=2)
+
+
+def test_the_generation_counts_the_writes_that_change_a_snapshot(tmp_path, daily):
+    config = _config(tmp_path, "data", daily)
+    with Corpus.in_dir(config.data_dir) as corpus:
+        start = corpus.generation()
+        job.ingest(config, corpus, START)
+        after_first = corpus.generation()
+        assert after_first > start
+        corpus.db.execute("DELETE FROM feed_files")  # the same file read again: last_seen only, no snapshot change
+        job.ingest(config, corpus, START)
+        assert corpus.generation() == after_first
+        doc_id = corpus.snapshot(START)[0].document.id
+        corpus.delete([doc_id], START + timedelta(days=1), "gone")
+        assert corpus.generation() == after_first + 1
+        with corpus.db:  # a write by hand, not through the corpus's methods, counts too
+            corpus.db.execute("UPDATE versions SET text = 'edited' WHERE doc_id = ?", (doc_id,))
+        assert corpus.generation() == after_first + 2
+        assert not corpus.dated_between(START, START)
+        assert corpus.dated_between(START, START + timedelta(days=1))  # the deletion's date
+        assert not corpus.dated_between(START, START + timedelta(days=1), first_seen_only=True)
+
+
+def test_a_write_by_hand_is_seen_by_the_memo(tmp_path, daily, embedder, monkeypatch):
+    """A document's text changed in corpus.sqlite by hand (same dates, so no date tells): the generation moved,
+    the corpus's keys are read again, and the run computes what a run without the memo computes."""
+    corpus_chunks = job.corpus_chunks
+    memoized, computed = _config(tmp_path, "memo", daily), _config(tmp_path, "full", daily)
+    for config in (memoized, computed):
+        for i in range(4):
+            job.run_day(config, START + timedelta(days=i), embedder=embedder, notify=False)
+        with Corpus.in_dir(config.data_dir) as corpus, corpus.db:
+            corpus.db.execute("UPDATE versions SET content_hash = 'edited', text = text || ' Edited.' "
+                              "WHERE doc_id = (SELECT MIN(doc_id) FROM versions)")
+    calls = []
+    with monkeypatch.context() as m:
+        m.setattr(job, "corpus_chunks", lambda *a, **k: calls.append(1) or corpus_chunks(*a, **k))
+        job.run_day(memoized, START + timedelta(days=4), embedder=embedder, notify=False)
+    assert calls  # computed: the memo was not read
+    monkeypatch.setenv(memo.ENV_OFF, "1")
+    job.run_day(computed, START + timedelta(days=4), embedder=embedder, notify=False)
+    assert _rows(memoized.data_dir) == _rows(computed.data_dir)
