@@ -82,32 +82,29 @@ CREATE INDEX IF NOT EXISTS documents_deleted_at ON documents (deleted_at);
 -- earlier or deleted; a version added, changed or removed), by whatever writes them. A memo computed at one
 -- generation still holds at the same generation when no snapshot date between lies in its range.
 INSERT OR IGNORE INTO meta VALUES ('generation', '0');
-CREATE TRIGGER IF NOT EXISTS documents_generation_insert AFTER INSERT ON documents
-BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'; END;
-CREATE TRIGGER IF NOT EXISTS documents_generation_update AFTER UPDATE ON documents
-WHEN OLD.doc_id IS NOT NEW.doc_id OR OLD.first_seen IS NOT NEW.first_seen OR OLD.deleted_at IS NOT NEW.deleted_at
-BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'; END;
-CREATE TRIGGER IF NOT EXISTS documents_generation_delete AFTER DELETE ON documents
-BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'; END;
-CREATE TRIGGER IF NOT EXISTS versions_generation_insert AFTER INSERT ON versions
-BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'; END;
-CREATE TRIGGER IF NOT EXISTS versions_generation_update AFTER UPDATE ON versions
-BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'; END;
-CREATE TRIGGER IF NOT EXISTS versions_generation_delete AFTER DELETE ON versions
-BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'; END;
-"""
+""" + "".join(
+    f"CREATE TRIGGER IF NOT EXISTS {table}_generation_{event.split()[0].lower()} AFTER {event} ON {table}{when}\n"
+    "BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'; END;\n"
+    for table, event, when in [
+        ("documents", "INSERT", ""), ("documents", "DELETE", ""),
+        ("documents", "UPDATE", "\nWHEN OLD.doc_id IS NOT NEW.doc_id OR OLD.first_seen IS NOT NEW.first_seen "
+                                "OR OLD.deleted_at IS NOT NEW.deleted_at"),  # not last_seen: no snapshot shows it
+        ("versions", "INSERT", ""), ("versions", "UPDATE", ""), ("versions", "DELETE", "")])
 
-# The version of each document in force on a date, for documents present on that date.
-_SNAPSHOT = """
-SELECT v.doc_id, v.title, v.text, v.url, v.published, v.source, v.categories, v.content_hash,
-       d.first_seen
+# The documents present on :day, each with its version in force that day, ordered by doc id.
+_IN_FORCE = """
 FROM documents d
-JOIN versions v ON v.doc_id = d.doc_id
+JOIN versions v ON v.doc_id = d.doc_id{join}
 WHERE d.first_seen <= :day AND (d.deleted_at IS NULL OR d.deleted_at > :day)
   AND v.valid_from = (SELECT MAX(valid_from) FROM versions
                       WHERE doc_id = d.doc_id AND valid_from <= :day)
 ORDER BY d.doc_id
 """
+
+# The version of each document in force on a date, for documents present on that date.
+_SNAPSHOT = """
+SELECT v.doc_id, v.title, v.text, v.url, v.published, v.source, v.categories, v.content_hash,
+       d.first_seen""" + _IN_FORCE.format(join="")
 
 
 # The (doc_id, content_hash, valid_from) of the version in force at :end of each document present at :end whose
@@ -129,28 +126,13 @@ ORDER BY d.doc_id
 
 # The (doc_id, content_hash, first_seen) of every document of the corpus on :day, ordered by doc id: what
 # `_SNAPSHOT` returns, without the texts (a run whose corpus did not change needs no more).
-_SNAPSHOT_KEYS = """
-SELECT v.doc_id, v.content_hash, d.first_seen
-FROM documents d
-JOIN versions v ON v.doc_id = d.doc_id
-WHERE d.first_seen <= :day AND (d.deleted_at IS NULL OR d.deleted_at > :day)
-  AND v.valid_from = (SELECT MAX(valid_from) FROM versions
-                      WHERE doc_id = d.doc_id AND valid_from <= :day)
-ORDER BY d.doc_id
-"""
+_SNAPSHOT_KEYS = "SELECT v.doc_id, v.content_hash, d.first_seen" + _IN_FORCE.format(join="")
 
 # `_SNAPSHOT_KEYS` with each version's date and its chunk texts from the chunk cache under :settings (NULL: not
 # chunked under them yet): a run's corpus and chunks in one read, no document text read.
-_SNAPSHOT_CHUNKS = """
-SELECT v.doc_id, v.content_hash, d.first_seen, v.valid_from, c.texts
-FROM documents d
-JOIN versions v ON v.doc_id = d.doc_id
-LEFT JOIN chunk_cache c ON c.doc_id = v.doc_id AND c.content_hash = v.content_hash AND c.settings = :settings
-WHERE d.first_seen <= :day AND (d.deleted_at IS NULL OR d.deleted_at > :day)
-  AND v.valid_from = (SELECT MAX(valid_from) FROM versions
-                      WHERE doc_id = d.doc_id AND valid_from <= :day)
-ORDER BY d.doc_id
-"""
+_SNAPSHOT_CHUNKS = "SELECT v.doc_id, v.content_hash, d.first_seen, v.valid_from, c.texts" + _IN_FORCE.format(
+    join="\nLEFT JOIN chunk_cache c ON c.doc_id = v.doc_id AND c.content_hash = v.content_hash "
+         "AND c.settings = :settings")
 
 _VERSIONS = """
 SELECT v.doc_id, v.title, v.text, v.url, v.published, v.source, v.categories, v.content_hash, d.first_seen,
