@@ -121,6 +121,9 @@ def _sorted_desc(scores: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray,
     return positions[order], scores[order]
 
 
+BLAS_QUERIES = 20  # FAISS scores a batch of at least this many queries with one matrix product
+
+
 class DenseIndex:
     """FAISS inner product over L2-normalised vectors (cosine): exact by default, HNSW on request."""
 
@@ -138,6 +141,12 @@ class DenseIndex:
             self.index.add(np.ascontiguousarray(vectors, dtype=np.float32))
 
     def search(self, queries: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        import faiss
+
+        # The exact search of a batch of queries as one BLAS product (FAISS's historical default, from 20
+        # queries): the FAISS wheel's threshold is 128,000, below which it scores query by query, 3 to 4 times
+        # slower for 50 questions over 100,000 chunks (0.44 s against 0.12 s; the same ids, scores within 1e-7).
+        faiss.cvar.distance_compute_blas_threshold = BLAS_QUERIES
         scores, ids = self.index.search(np.ascontiguousarray(queries, dtype=np.float32), min(n, self.n))
         return scores, ids
 
