@@ -380,6 +380,27 @@ class Corpus:
                        "SELECT 1 FROM documents WHERE deleted_at > :lo AND deleted_at <= :hi"]
         return any(self.db.execute(f"{sql} LIMIT 1", {"lo": lo, "hi": hi}).fetchone() for sql in checks)
 
+    def changed_after(self, day: date | str, run_date: date | str) -> bool:
+        """Whether, after `day` and by `run_date`, a document was deleted or a document first seen by `day` got
+        a version: what would make the corpus of `day` differ from that of `run_date` less the documents first
+        seen after `day`."""
+        params = {"day": _day(day), "run": _day(run_date)}
+        return any(self.db.execute(sql, params).fetchone() for sql in (
+            "SELECT 1 FROM documents WHERE deleted_at > :day AND deleted_at <= :run LIMIT 1",
+            "SELECT 1 FROM versions v JOIN documents d ON d.doc_id = v.doc_id WHERE v.valid_from > :day "
+            "AND v.valid_from <= :run AND d.first_seen <= :day LIMIT 1"))
+
+    def content_hashes(self, doc_ids: Sequence[str], day: date | str) -> dict[str, str]:
+        """The content hash of the version in force on `day` of each of these documents that has one."""
+        found: dict[str, str] = {}
+        for i in range(0, len(doc_ids), 900):
+            batch = list(doc_ids[i : i + 900])
+            found.update(self.db.execute(
+                "SELECT v.doc_id, v.content_hash FROM versions v WHERE v.doc_id IN "
+                f"({','.join('?' * len(batch))}) AND v.valid_from = (SELECT MAX(valid_from) FROM versions "
+                "WHERE doc_id = v.doc_id AND valid_from <= ?)", [*batch, _day(day)]).fetchall())
+        return found
+
     def present(self, doc_ids: Iterable[str], run_date: date | str) -> set[str]:
         """Which of these documents are in `snapshot(run_date)`."""
         ids, day, found = sorted(set(doc_ids)), _day(run_date), set()

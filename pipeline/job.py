@@ -182,11 +182,12 @@ def chunk_snapshot(config: Config, corpus: Corpus, documents: Sequence[StoredDoc
 
 
 def corpus_chunks(config: Config, corpus: Corpus, run_date: date, chunked: dict[tuple[str, str], list[Chunk]]
-                  ) -> tuple[list[tuple[str, str, str]], list[Chunk]]:
+                  ) -> tuple[list[tuple[str, str, str]], list[Chunk], list[str]]:
     """The run's corpus as (doc id, content hash, first seen) per document and its chunks in order: what
     `chunk_snapshot(corpus.snapshot(run_date))` gives, in one read of the documents' keys and cached chunk texts
     (`Corpus.snapshot_chunks`); only the versions not chunked before under the same settings are read, split
-    and added to the chunk cache. Each document's chunks are left in `chunked`."""
+    and added to the chunk cache. Each document's chunks are left in `chunked`; the third value is each
+    document's version date (valid from), in the keys' order."""
     settings = _chunk_settings(config)
     rows = corpus.snapshot_chunks(run_date, settings)
     unchunked = [(doc_id, h, valid_from) for doc_id, h, _, valid_from, texts in rows
@@ -206,7 +207,7 @@ def corpus_chunks(config: Config, corpus: Corpus, run_date: date, chunked: dict[
             got = chunked[(doc_id, h)] = ([Chunk(chunk_id(doc_id, n), doc_id, n, text)
                                            for n, text in enumerate(texts.split("\n"))] if texts else [])
         chunks += got
-    return [(doc_id, h, first_seen) for doc_id, h, first_seen, _, _ in rows], chunks
+    return [(doc_id, h, first_seen) for doc_id, h, first_seen, _, _ in rows], chunks, [r[3] for r in rows]
 
 
 def evaluate_pipelines(config: Config, retriever: Retriever, gold: Sequence[GoldQuestion],
@@ -315,6 +316,24 @@ def entered(corpus: Corpus, window: Window, at_end: Sequence[StoredDocument] | N
     run's snapshot) supply the documents they hold instead of reading them again."""
     held = {(s.document.id, s.content_hash): s for s in (at_end if at_end is not None else known)}
     return corpus.entered(window.start, window.end, held)
+
+
+def _entered_from(corpus: Corpus, window: Window, run_date: date, keys: Sequence[tuple[str, str, str]],
+                  valid_from: Sequence[str]) -> list[tuple[str, str, str]] | None:
+    """`Corpus.entered_versions` of a window ending on or before the run date, found in the run's corpus
+    (`keys`: (doc id, content hash, first seen) on the run date, `valid_from`: each one's version date) instead
+    of by SQL over every document first seen in the window (0.5 s for 100,000). It holds when no document was
+    deleted after the window's end and no document present at its end got a version since: then the corpus at
+    the window's end is the run's less the documents first seen later. None when that does not hold."""
+    start, end = window.start.isoformat(), window.end.isoformat()
+    if window.end > run_date or corpus.changed_after(end, run_date):
+        return None
+    # Documents first seen by the window's start whose version dates from within the window: entered only if
+    # their content differs from the version in force at the start.
+    changed = [k[0] for k, since in zip(keys, valid_from) if k[2] <= start < since]
+    before = corpus.content_hashes(changed, window.start)
+    return [(doc_id, h, since) for (doc_id, h, seen), since in zip(keys, valid_from)
+            if seen <= end and (seen > start or (since > start and before.get(doc_id) != h))]
 
 
 def _chunk_counts(config: Config, corpus: Corpus, versions: Sequence[tuple[str, str, str]],
@@ -457,9 +476,12 @@ class WindowVerdicts:
 
 def window_verdicts(config: Config, corpus: Corpus, embedder: Embedder, run_date: date,
                     first_seen: Mapping[str, str], chunks: Sequence[Chunk], vectors: np.ndarray,
-                    chunked: dict[tuple[str, str], list[Chunk]] | None = None) -> WindowVerdicts:
+                    chunked: dict[tuple[str, str], list[Chunk]] | None = None,
+                    versions: tuple[Sequence[tuple[str, str, str]], Sequence[str]] | None = None) -> WindowVerdicts:
     """The corpus part of `drift_rows`: the windows and the statistics' verdicts. `first_seen`: the first-seen
-    date of each document of the run's corpus, whose `chunks` and their `vectors` are the near copies' pool."""
+    date of each document of the run's corpus, whose `chunks` and their `vectors` are the near copies' pool;
+    `versions`: its (doc id, content hash, first seen) and version dates, from which the reference window's
+    documents are found when nothing since the window's end changed them (see `_entered_from`)."""
     chunked = {} if chunked is None else chunked
     reference_window, current_window, current_versions = _window_versions(
         config, corpus, run_date, lambda versions: sum(_chunk_counts(config, corpus, versions, chunked)))
@@ -477,7 +499,9 @@ def window_verdicts(config: Config, corpus: Corpus, embedder: Embedder, run_date
     current = _sample(config, corpus, current_versions, vectors_of,
                       _near_copies(config, first_seen, chunks, vectors, run_date, owners),
                       drift.current_seed(config.drift), chunked)
-    reference_versions = corpus.entered_versions(reference_window.start, reference_window.end)
+    reference_versions = (_entered_from(corpus, reference_window, run_date, *versions) if versions else None)
+    if reference_versions is None:
+        reference_versions = corpus.entered_versions(reference_window.start, reference_window.end)
     reference = _sample(config, corpus, reference_versions, vectors_of,  # the run's vectors, else the cache
                         _near_copies(config, first_seen, chunks, vectors, reference_window.end, owners),
                         config.drift.seed, chunked)
@@ -793,7 +817,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             drift_found = memoized.drift
         else:
             chunked: dict[tuple[str, str], list[Chunk]] = {}  # each document split once per run
-            keys, chunks = corpus_chunks(config, corpus, run_date, chunked)
+            keys, chunks, valid_from = corpus_chunks(config, corpus, run_date, chunked)
             n_chunks = len(chunks)
             latest = _is_latest(config, run_date)  # the latest date's indexes are updated and kept; a past date's not
 
@@ -824,7 +848,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                     signal_rows += hnsw_rows
             drift_found = window_verdicts(config, corpus, embedder, run_date,
                                           {doc_id: first_seen for doc_id, _, first_seen in keys}, chunks,
-                                          embedded.vectors, chunked)
+                                          embedded.vectors, chunked, (keys, valid_from))
             if builtin:
                 _keep_memo(config, corpus, run_date, gold, keys, rankings, top1, hnsw_rows, n_chunks, drift_found)
         target_rows = []

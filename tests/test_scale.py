@@ -301,7 +301,7 @@ def test_corpus_chunks_equal_the_snapshots_chunks(tmp_path, daily):
 
     def check(config, corpus, day):
         snapshot = corpus.snapshot(day)
-        keys, chunks = job.corpus_chunks(config, corpus, day, {})
+        keys, chunks, _ = job.corpus_chunks(config, corpus, day, {})
         assert keys == [(s.document.id, s.content_hash, s.first_seen) for s in snapshot]
         assert chunks == job.chunk_documents(config, snapshot)
         return chunks
@@ -317,3 +317,33 @@ def test_corpus_chunks_equal_the_snapshots_chunks(tmp_path, daily):
         assert len(check(config, corpus, day)) > len(first)
         check(config.replace(chunking=ChunkingConfig(size=20, overlap=5)), corpus, day)
         check(config, corpus, START)  # a past date: its own versions
+
+
+def test_a_windows_documents_from_the_runs_corpus_equal_the_sql(tmp_path, daily):
+    """Differential: `_entered_from` (a window's documents found in the run's corpus) equals
+    `Corpus.entered_versions` whenever it answers, over windows before and around a changed and a deleted
+    document; and it answers None when a later change makes the run's corpus differ from the window's."""
+    import dataclasses
+
+    config = _config(tmp_path / "data", daily)
+    with Corpus.in_dir(config.data_dir) as corpus:
+        for i in range(6):
+            job.ingest(config, corpus, START + timedelta(days=i))
+        docs = corpus.snapshot(START + timedelta(days=1))
+        changed, gone = docs[0].document, docs[1].document
+        corpus.ingest([dataclasses.replace(changed, text=changed.text + " Updated.")], START + timedelta(days=3))
+        corpus.delete([gone.id], START + timedelta(days=4), "removed")
+        answered = refused = 0
+        for r in range(6):
+            run = START + timedelta(days=r)
+            keys, _, valid_from = job.corpus_chunks(config, corpus, run, {})
+            for s in range(-2, r + 1):
+                for e in range(s + 1, r + 1):
+                    window = job.Window(START + timedelta(days=s), START + timedelta(days=e))
+                    found = job._entered_from(corpus, window, run, keys, valid_from)
+                    if found is None:
+                        refused += 1
+                        continue
+                    answered += 1
+                    assert found == corpus.entered_versions(window.start, window.end), (run, window)
+        assert answered > 20 and refused > 5  # both cases met
