@@ -161,8 +161,20 @@ def timed_run(config: Path, day: date, **env: str) -> tuple[float, float]:
     return seconds, int(rss[-1].split()[1]) / 1024 if rss else float("nan")
 
 
-def daily(sizes: list[int], out: Path) -> None:
-    rows = []
+def _copy(folder: Path, to: Path) -> Path:
+    """A copy of a bench data directory (its config's paths pointed at the copy); returns the config file."""
+    shutil.rmtree(to, ignore_errors=True)
+    shutil.copytree(folder, to)
+    config = to / "monitor.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace(str(folder), str(to)), encoding="utf-8")
+    return config
+
+
+def daily(sizes: list[int], out: Path, repeat: int = 1) -> None:
+    """Each day's cost at each size; with `repeat` > 1 the days after the first run are run on that many copies
+    of the directory as the first run left it (the sizes alternating), and the median is shown with the range:
+    a shared machine's noise is a second either way."""
+    built: dict[int, tuple[Path, float, float]] = {}
     for n in sizes:
         folder = out / f"daily-{n}"
         shutil.rmtree(folder, ignore_errors=True)
@@ -170,15 +182,33 @@ def daily(sizes: list[int], out: Path) -> None:
         config = build_corpus(folder, n)
         setup = time.perf_counter() - t0
         first, _ = timed_run(config, DAY0)  # the first run: every index built, every vector read
-        new_day, new_rss = timed_run(config, DAY0 + timedelta(days=1))  # 100 new documents
-        none_day, none_rss = timed_run(config, DAY0 + timedelta(days=2))  # nothing new
-        rerun, _ = timed_run(config, DAY0 + timedelta(days=2))  # the same date again
-        computed, computed_rss = timed_run(config, DAY0 + timedelta(days=3), DRIFTWATCH_NO_MEMO="1")  # no memo
-        rows.append([n, setup, first, new_day, none_day, rerun, computed, max(new_rss, none_rss, computed_rss)])
+        built[n] = (folder, setup, first)
+    columns = ["100 new s", "none new s", "re-run s", "none, no memo s"]
+    seen: dict[int, list[list[float]]] = {n: [[] for _ in columns] for n in sizes}
+    rss: dict[int, float] = {n: 0.0 for n in sizes}
+    for i in range(repeat):
+        for n in sizes:
+            folder = built[n][0]
+            config = _copy(folder, out / f"daily-{n}-copy") if repeat > 1 else folder / "monitor.toml"
+            runs = [timed_run(config, DAY0 + timedelta(days=1)),  # 100 new documents
+                    timed_run(config, DAY0 + timedelta(days=2)),  # nothing new
+                    timed_run(config, DAY0 + timedelta(days=2)),  # the same date again
+                    timed_run(config, DAY0 + timedelta(days=3), DRIFTWATCH_NO_MEMO="1")]  # no memo
+            for column, (seconds, peak) in zip(seen[n], runs):
+                column.append(seconds)
+                rss[n] = max(rss[n], peak)
+    rows = [[n, built[n][1], built[n][2], *[float(np.median(c)) for c in seen[n]], rss[n]] for n in sizes]
     table("Daily cost against corpus size (python -m pipeline run in a fresh process, imports included; "
-          "random unit vectors in the embedding cache)",
-          ["documents", "setup s", "first run s", "100 new s", "none new s", "re-run s", "none, no memo s",
-           "peak MB"], rows)
+          f"random unit vectors in the embedding cache; median of {repeat})",
+          ["documents", "setup s", "first run s", *columns, "peak MB"], rows)
+    if repeat > 1:
+        table("The same runs' range (min to max)", ["documents", *columns],
+              [[n, *[f"{min(c):.2f}-{max(c):.2f}" for c in seen[n]]] for n in sizes])
+        if len(sizes) > 1:
+            a, b = sizes[-2], sizes[-1]
+            ratios = [y / x for x, y in zip(seen[a][0], seen[b][0])]
+            print(f"\n100-new-document day, {b} against {a} documents, run by run: "
+                  + ", ".join(f"{r:.2f}x" for r in ratios) + f" (median {float(np.median(ratios)):.2f}x)")
 
 
 # --- embedding throughput and Ray --------------------------------------------------------------------------
@@ -249,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000],
                         help="corpus sizes of the daily-cost table")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "scale")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each day of the daily table (on copies)")
     parser.add_argument("--texts", type=int, default=2000, help="texts of the throughput table")
     parser.add_argument("--ray-texts", type=int, default=10000, help="texts of the Ray table")
     parser.add_argument("--ray-workers", type=int, default=2)
@@ -258,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.part in ("quality", "all"):
         quality(args.demo)
     if args.part in ("daily", "all"):
-        daily(args.sizes, args.out)
+        daily(args.sizes, args.out, args.repeat)
     if args.part in ("throughput", "all"):
         throughput(args.texts)
     if args.part in ("ray", "all"):
