@@ -516,11 +516,6 @@ class Corpus:
 
     # -- chunk cache -----------------------------------------------------------------------
 
-    def cached_chunks(self, settings: str) -> dict[tuple[str, str], list[str]]:
-        """The chunk texts of every document version chunked under `settings`, by (doc id, content hash)."""
-        return {(doc_id, h): texts.split("\n") if texts else [] for doc_id, h, texts in self.db.execute(
-            "SELECT doc_id, content_hash, texts FROM chunk_cache WHERE settings = ?", (settings,))}
-
     def chunk_counts(self, settings: str, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
         """How many chunks each of these document versions has in the chunk cache under `settings` (a version
         not cached is absent)."""

@@ -157,34 +157,10 @@ def chunk_documents(config: Config, documents: Sequence[StoredDocument],
     return out
 
 
-def chunk_snapshot(config: Config, corpus: Corpus, documents: Sequence[StoredDocument],
-                   chunked: dict[tuple[str, str], list[Chunk]]) -> list[Chunk]:
-    """`chunk_documents` with the corpus's chunk cache: the document versions chunked before under the same
-    settings are not split again, and those split now are added to the cache."""
-    settings = f"size={config.chunking.size} overlap={config.chunking.overlap}"
-    cached = corpus.cached_chunks(settings)
-    fresh: dict[tuple[str, str], list[str]] = {}
-    for stored in documents:
-        key = (stored.document.id, stored.content_hash)
-        if key in chunked:
-            continue
-        texts = cached.get(key)
-        if texts is None:
-            doc = stored.document
-            chunked[key] = chunk_document(doc.id, doc.title, doc.text, config.chunking.size, config.chunking.overlap)
-            fresh[key] = [c.text for c in chunked[key]]
-        else:
-            doc_id = stored.document.id
-            chunked[key] = [Chunk(chunk_id(doc_id, n), doc_id, n, text) for n, text in enumerate(texts)]
-    if fresh:
-        corpus.cache_chunks(settings, fresh)
-    return chunk_documents(config, documents, chunked)
-
-
 def corpus_chunks(config: Config, corpus: Corpus, run_date: date, chunked: dict[tuple[str, str], list[Chunk]]
                   ) -> tuple[list[tuple[str, str, str]], list[Chunk], list[str]]:
     """The run's corpus as (doc id, content hash, first seen) per document and its chunks in order: what
-    `chunk_snapshot(corpus.snapshot(run_date))` gives, in one read of the documents' keys and cached chunk texts
+    `chunk_documents(corpus.snapshot(run_date))` gives, in one read of the documents' keys and cached chunk texts
     (`Corpus.snapshot_chunks`); only the versions not chunked before under the same settings are read, split
     and added to the chunk cache. Each document's chunks are left in `chunked`; the third value is each
     document's version date (valid from), in the keys' order."""

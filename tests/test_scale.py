@@ -210,34 +210,6 @@ def test_a_stored_dense_index_gives_back_the_vectors_it_was_built_from(tmp_path,
     assert loaded.vectors().dtype == np.float32 and np.array_equal(loaded.vectors(), vectors)
 
 
-def test_chunks_from_the_corpus_cache_equal_fresh_ones(tmp_path, daily):
-    """Differential: the chunks of a snapshot taken from the corpus's chunk cache (a second run, a changed
-    document, other chunking settings) equal `chunk_documents` splitting every document again."""
-    import dataclasses
-
-    from pipeline.config import ChunkingConfig
-
-    config = _config(tmp_path / "data", daily)
-    with Corpus.in_dir(config.data_dir) as corpus:
-        for i in range(3):
-            job.ingest(config, corpus, START + timedelta(days=i))
-        day = START + timedelta(days=2)
-        snapshot = corpus.snapshot(day)
-        expected = job.chunk_documents(config, snapshot)
-        assert job.chunk_snapshot(config, corpus, snapshot, {}) == expected  # fills the cache
-        settings = f"size={config.chunking.size} overlap={config.chunking.overlap}"
-        assert len(corpus.cached_chunks(settings)) == len(snapshot)
-        assert job.chunk_snapshot(config, corpus, snapshot, {}) == expected  # from the cache
-        doc = snapshot[0].document
-        corpus.ingest([dataclasses.replace(doc, text=doc.text + " " + "more words " * 200)], day)
-        changed = corpus.snapshot(day)
-        assert job.chunk_snapshot(config, corpus, changed, {}) == job.chunk_documents(config, changed)
-        assert len(job.chunk_documents(config, changed)) > len(expected)
-        small = config.replace(chunking=ChunkingConfig(size=20, overlap=5))
-        assert job.chunk_snapshot(small, corpus, changed, {}) == job.chunk_documents(small, changed)
-        assert job.chunk_snapshot(small, corpus, changed, {}) == job.chunk_documents(small, changed)
-
-
 def test_near_copy_flags_equal_the_brute_force_comparison():
     """Differential: `_near_copies` (documents as integers, own-document chunks masked by sorted position, the
     corpus's vectors not copied when every document is in the pool) flags what comparing every sample chunk
@@ -289,7 +261,7 @@ def test_bm25_best_first_equals_sorting_every_matched_chunk():
         assert _best_first(table, scores, matched, depth) == table.collapse(*_sorted_desc(scores, matched), depth)
 
 
-def test_corpus_chunks_equal_the_snapshots_chunks(tmp_path, daily):
+def test_corpus_chunks_equal_the_snapshots_chunks(tmp_path, daily, monkeypatch):
     """Differential: `corpus_chunks` (the corpus's keys and cached chunk texts in one read, only new versions
     read and split) gives the snapshot's keys and `chunk_documents` of the snapshot: on a first run (nothing
     cached), a second one (all cached), after a changed document, under other settings, on a past date."""
@@ -311,7 +283,11 @@ def test_corpus_chunks_equal_the_snapshots_chunks(tmp_path, daily):
             job.ingest(config, corpus, START + timedelta(days=i))
         day = START + timedelta(days=2)
         first = check(config, corpus, day)  # nothing cached yet: every version read and split
+        keys = [k[:2] for k in corpus.snapshot_keys(day)]
+        assert len(corpus.chunk_counts(job._chunk_settings(config), keys)) == len(keys)  # the cache filled
+        monkeypatch.setattr(corpus, "read_versions", lambda *a, **k: pytest.fail("a cached version read"))
         assert check(config, corpus, day) == first  # all from the cache
+        monkeypatch.undo()
         doc = corpus.snapshot(day)[0].document
         corpus.ingest([dataclasses.replace(doc, text=doc.text + " " + "more words " * 200)], day)
         assert len(check(config, corpus, day)) > len(first)
