@@ -61,6 +61,8 @@ def condition_of(rule: str, pipeline: str, metric: str) -> tuple[str, ...]:
 
 # drift.csv verdicts (written by job.drift_rows; drift.py defines how each is reached).
 DRIFTED = "drifted"
+STABLE = "stable"
+QUERY_PREFIX = "query_"  # drift.QUERY_PREFIX: the query log's statistics
 
 
 @dataclass(frozen=True)
@@ -291,14 +293,95 @@ def _floor_alerts(day: str, today: pd.Timestamp, metrics: pd.DataFrame, config: 
 # --- corpus rules --------------------------------------------------------------------------------------
 
 
-def _drift_alerts(day: str, today: pd.Timestamp, drift: pd.DataFrame) -> list[Alert]:
+@dataclass(frozen=True)
+class DriftWindow:
+    """One run's drift verdicts of one family (the corpus's statistics, or the query log's): the first day of
+    its current window, whether any statistic drifted, and the smallest Holm-adjusted p of those that did."""
+
+    run_date: pd.Timestamp
+    current_start: pd.Timestamp
+    drifted: bool
+    min_p: float = math.inf
+
+
+@dataclass(frozen=True)
+class DriftConfirmation:
+    """Whether a drifted window pages: `confirmed` by the one-day page level or by `windows` (today's and the
+    earlier disjoint windows looked at, newest first) of which `n_drifted` drifted."""
+
+    confirmed: bool
+    page_level: bool
+    windows: tuple[DriftWindow, ...]
+    n_drifted: int
+
+    def describe(self, config: DriftConfig) -> str:
+        if self.page_level:
+            return f"Confirmed on its own day: Holm-adjusted p below the page level {config.page_alpha:g}"
+        dates = ", ".join(f"{w.run_date:%Y-%m-%d}" for w in self.windows if w.drifted)
+        seen = f"{self.n_drifted} of the last {_plural(len(self.windows), 'disjoint window')} ({dates})"
+        if self.confirmed:
+            return f"Confirmed: drifted in {seen}"
+        return (f"Drifted, not confirmed: a warning until drifted in {config.confirm_windows} of the last "
+                f"{config.confirm_of} disjoint windows (now {seen}) or below the one-day page level p < "
+                f"{config.page_alpha:g}")
+
+
+def drift_windows(drift: pd.DataFrame, prefix: str = "") -> list[DriftWindow]:
+    """Per run date, the verdict of the drift family whose statistic names start with `prefix` ("" for the
+    corpus's, "query_" for the query log's), oldest first; runs without a verdict (not enough data) are left
+    out: they neither confirm nor break a drift."""
+    if drift.empty or "verdict" not in drift.columns:
+        return []
+    names = drift[store.STATISTIC].astype(str)
+    is_query = names.str.startswith(QUERY_PREFIX)
+    rows = drift[(is_query if prefix else ~is_query) & drift["verdict"].isin([DRIFTED, STABLE])]
+    if rows.empty:
+        return []
+    frame = pd.DataFrame({"run_date": _days(rows), "current_start": pd.to_datetime(rows["current_start"]),
+                          "drifted": rows["verdict"] == DRIFTED, "p": rows["p_value"].astype(float)})
+    out = []
+    for day, group in frame.groupby("run_date", sort=True):
+        drifted = group[group["drifted"]]
+        out.append(DriftWindow(day, group["current_start"].iloc[0], bool(len(drifted)),
+                               float(drifted["p"].min()) if len(drifted) else math.inf))
+    return out
+
+
+def confirm_drift(windows: Sequence[DriftWindow], today: pd.Timestamp, config: DriftConfig) -> DriftConfirmation:
+    """Whether the drift of `today`'s window pages: at the one-day page level (its smallest Holm-adjusted p of a
+    drifted statistic below `page_alpha`), or when `confirm_windows` of the last `confirm_of` disjoint current
+    windows drifted: today's, then the latest run whose window ended before today's began, and so on back. Only
+    disjoint windows count, so one burst seen by two overlapping windows is not its own confirmation.
+
+    `windows`: `drift_windows`."""
+    by_day = {w.run_date: w for w in windows}
+    now = by_day.get(today)
+    if now is None or not now.drifted:
+        return DriftConfirmation(False, False, (), 0)
+    chain = [now]
+    earlier = sorted((w for w in windows if w.run_date < today), key=lambda w: w.run_date, reverse=True)
+    for w in earlier:
+        if len(chain) == config.confirm_of:
+            break
+        if w.run_date < chain[-1].current_start:
+            chain.append(w)
+    n = sum(w.drifted for w in chain)
+    page_level = now.min_p < config.page_alpha
+    return DriftConfirmation(page_level or n >= config.confirm_windows, page_level, tuple(chain), n)
+
+
+def _drift_alerts(day: str, today: pd.Timestamp, drift: pd.DataFrame, config: DriftConfig) -> list[Alert]:
     """One alert naming every statistic of the run whose verdict is drifted (significant after Holm over
-    the run's statistics and above its effect-size line), with what is new."""
+    the run's statistics and above its effect-size line), with what is new: an alert when confirmed (see
+    `confirm_drift`, per family: the corpus's statistics and the query log's), else a warning."""
     if "verdict" not in drift.columns:
         return []
     rows = drift[(_days(drift) == today) & (drift["verdict"] == DRIFTED)]
     if rows.empty:
         return []
+    confirmations = [confirm_drift(drift_windows(drift, prefix), today, config) for prefix in ("", QUERY_PREFIX)]
+    drifted = [c for c in confirmations if c.windows]
+    confirmed = [c for c in drifted if c.confirmed]
     parts = [f"{r.statistic} {r.value:.3f} (null 95% {r.null_value:.3f}, effect line {r.threshold:g}, "
              f"p={r.p_value:.2g})" for r in rows.itertuples()]
     details = [str(d) for d in rows["detail"].fillna("") if str(d)]
@@ -306,10 +389,12 @@ def _drift_alerts(day: str, today: pd.Timestamp, drift: pd.DataFrame) -> list[Al
     window = f"{first['reference_start']} to {first['reference_date']}"
     message = (f"corpus drift: the {_plural(int(first['n_current']), 'chunk')} new in this window differ from the "
                f"{int(first['n_reference'])} of the reference ({window}): " + "; ".join(parts))
+    message += ". " + "; ".join(c.describe(config) for c in (confirmed or drifted))
     if details:
         message += ". New: " + " | ".join(dict.fromkeys(details))
     return [Alert(day, DRIFT, CORPUS_WIDE, CORPUS_METRIC, float(first["value"]), float(first["null_value"]),
-                  math.nan, float(first["threshold"]), ALERT, message, p_value=float(rows["p_value"].min()))]
+                  math.nan, float(first["threshold"]), ALERT if confirmed else WARNING, message,
+                  p_value=float(rows["p_value"].min()))]
 
 
 def _previous_run(runs: pd.DataFrame, today: pd.Timestamp) -> pd.Series | None:
@@ -463,7 +548,7 @@ def evaluate_alerts(run_date: date, metrics: pd.DataFrame, per_question: pd.Data
     alerts = [
         *_retrieval_alerts(day, tests, config),
         *_floor_alerts(day, today, metrics, config),
-        *_drift_alerts(day, today, drift),
+        *_drift_alerts(day, today, drift, drift_config or DriftConfig()),
         *_deleted_alerts(day, today, runs, drift_config or DriftConfig()),
         *_config_alerts(day, today, runs),
         *_gold_missing_alerts(day, today, per_question),

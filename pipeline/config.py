@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import re
 import tomllib
@@ -183,6 +184,16 @@ class DriftConfig:
     sample_cap: int = 1000  # at most this many chunk embeddings per side (a seeded sample)
     permutations: int = 500  # draws of the permutation null of every statistic
     alpha: float = 0.05  # family-wise error of one run's verdicts (Holm over the statistics)
+    # When a drifted window pages (an alert; otherwise a warning, "drifted, not confirmed"): when it is drifted in
+    # `confirm_windows` of the last `confirm_of` disjoint current windows, or on its own at the one-day page level
+    # (Holm-adjusted p below `page_alpha`, drawn with `page_permutations` on drifted windows). On a null stream
+    # with independent windows a day pages with probability at most page_alpha + alpha * (1 - (1 - alpha) **
+    # (confirm_of - 1)) for confirm_windows = 2: 0.0069 at the defaults, 0.62 pages per 90 days, less after the
+    # effect lines (bench/corpus_null.py measures it on real news).
+    confirm_windows: int = 2
+    confirm_of: int = 3
+    page_alpha: float = 0.002
+    page_permutations: int = 4000
     # Effect sizes that count as practically large (a verdict needs significance AND its effect size).
     psi_effect: float = 0.2  # PSI above its null mean (the classic 0.2 line, on the bias-corrected PSI)
     ks_effect: float = 0.3  # the largest KS distance over the components
@@ -197,6 +208,8 @@ class DriftConfig:
     query_log: Path | None = None  # real user queries: one per line, or JSONL with "query" and "timestamp"
     query_window_days: int = 7  # the current window of the query log
 
+
+DRIFT_FAMILY_SIZE = 7  # len(drift.FAMILY): the smallest Holm-adjusted permutation p is this / (draws + 1)
 
 # Relative change that counts as practically large for the drop and slow-drift rules, by criticality preset.
 CRITICALITY = {"critical": 0.05, "standard": 0.10, "exploratory": 0.20}
@@ -487,6 +500,20 @@ def _check(cfg: Config, src: str) -> None:
                                        "min_current and min_reference >= 2")
     if d.permutations < 99 or not 0 < d.alpha < 1:
         raise bad("drift.permutations", "need permutations >= 99 and 0 < alpha < 1")
+    if not 1 <= d.confirm_windows <= d.confirm_of:
+        raise bad("drift.confirm_windows", "need 1 <= confirm_windows <= confirm_of")
+    if not 0 < d.page_alpha <= d.alpha:
+        raise bad("drift.page_alpha", f"need 0 < page_alpha <= alpha ({d.alpha})")
+    if d.page_permutations < d.permutations:
+        raise bad("drift.page_permutations", f"must be >= permutations ({d.permutations})")
+    for key, draws, level in (("permutations", d.permutations, d.alpha),
+                              ("page_permutations", d.page_permutations, d.page_alpha)):
+        # The smallest Holm-adjusted permutation p of the family is its size / (draws + 1): below it, never drifted.
+        if DRIFT_FAMILY_SIZE / (draws + 1) >= level:
+            raise bad(f"drift.{key}", f"too few to reach {'alpha' if key == 'permutations' else 'page_alpha'} "
+                      f"({level:g}): the smallest Holm-adjusted p of {DRIFT_FAMILY_SIZE} statistics at {draws} "
+                      f"draws is {DRIFT_FAMILY_SIZE / (draws + 1):.2g}; need more than "
+                      f"{math.ceil(DRIFT_FAMILY_SIZE / level) - 1}")
     for key in ("psi_effect", "ks_effect", "classifier_effect", "novelty_effect", "duplicate_effect",
                 "composition_effect", "duplicate_cosine", "max_deleted_share"):
         if not 0 < getattr(d, key) <= (10 if key == "psi_effect" else 1):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Sequence
 from datetime import date, timedelta
 
@@ -285,9 +286,11 @@ def test_the_band_drawn_is_the_band_tested():
 # --- corpus rules --------------------------------------------------------------------------------------
 
 
-def drift_row(statistic: str, verdict: str, i_day: int = 0, **extra) -> dict:
+def drift_row(statistic: str, verdict: str, i_day: int = 0, start: int | None = None, **extra) -> dict:
+    """A drift.csv row of run day `i_day` whose current window began on day `start` (the run's own day)."""
     return {"run_date": day(i_day).isoformat(), "statistic": statistic, "value": 0.6, "reference_date": "2026-02-28",
-            "n_reference": 300, "n_current": 70, "reference_start": "2026-02-15", "current_start": "2026-03-01",
+            "n_reference": 300, "n_current": 70, "reference_start": "2026-02-15",
+            "current_start": day(i_day if start is None else start).isoformat(),
             "p_value": 0.004, "null_value": 0.1, "threshold": 0.25, "verdict": verdict, "detail": "", **extra}
 
 
@@ -295,9 +298,94 @@ def test_drift_alert_names_every_drifted_statistic_and_what_is_new():
     rows = [drift_row("novel_share", "drifted", detail="33 novel chunks, categories Sports 33"),
             drift_row("psi_mean", "stable"), drift_row("new_category_share", "drifted", value=0.56)]
     (alert,) = evaluate(drift=rows)
-    assert (alert.rule, alert.severity, alert.p_value) == (DRIFT, ALERT, 0.004)
+    assert (alert.rule, alert.p_value) == (DRIFT, 0.004)
     assert "novel_share 0.600" in alert.message and "new_category_share 0.560" in alert.message
     assert "psi_mean" not in alert.message and "Sports 33" in alert.message
+
+
+def drift_days(verdicts: str, query: str = "", **extra) -> list[dict]:
+    """drift.csv rows of one statistic per day: D drifted, s stable, n not enough data (1-day windows); the
+    same for the query log's statistic in `query`."""
+    names = {"D": "drifted", "s": "stable", "n": "not_enough_data"}
+    return ([drift_row("novel_share", names[v], i, **extra) for i, v in enumerate(verdicts)]
+            + [drift_row("query_novel_share", names[v], i, **extra) for i, v in enumerate(query)])
+
+
+@pytest.mark.parametrize("verdicts, severity", [
+    ("D", WARNING),  # drifted once: "drifted, not confirmed"
+    ("DsD", ALERT),  # 2 of the last 3 disjoint windows
+    ("DD", ALERT),
+    ("DssD", WARNING),  # the first drift is 4 windows back
+    ("DnnD", ALERT),  # runs without a verdict neither confirm nor break
+    ("sDs", None),  # only a run whose own window drifted alerts
+])
+def test_a_drift_pages_once_confirmed_by_disjoint_windows(verdicts, severity):
+    alerts = evaluate(drift=drift_days(verdicts), today=len(verdicts) - 1)
+    assert [a.severity for a in alerts] == ([severity] if severity else [])
+    if severity == WARNING:
+        assert "Drifted, not confirmed" in alerts[0].message
+    if severity == ALERT:
+        assert re.search(r"Confirmed: drifted in 2 of the last [23] disjoint windows", alerts[0].message)
+
+
+def test_overlapping_windows_do_not_confirm_each_other():
+    # Day 1's window grew back over day 0 (too few new chunks on day 1 alone): the same burst seen twice.
+    rows = [drift_row("novel_share", "drifted", 0), drift_row("novel_share", "drifted", 1, start=0)]
+    (alert,) = evaluate(drift=rows, today=1)
+    assert alert.severity == WARNING and "now 1 of the last 1 disjoint window" in alert.message
+    # A window beginning the day after day 0's ended is disjoint from it.
+    rows[1] = drift_row("novel_share", "drifted", 2, start=1)
+    (alert,) = evaluate(drift=rows, today=2)
+    assert alert.severity == ALERT
+
+
+def test_a_one_day_drift_pages_at_the_page_level():
+    config = DriftConfig()
+    (alert,) = evaluate(drift=[drift_row("novel_share", "drifted", p_value=0.0017)], drift_config=config)
+    assert alert.severity == ALERT and "below the page level 0.002" in alert.message
+    (alert,) = evaluate(drift=[drift_row("novel_share", "drifted", p_value=0.002)], drift_config=config)
+    assert alert.severity == WARNING  # the page level is strict: p < page_alpha
+    every_day = dataclasses.replace(config, confirm_windows=1)  # the rule before confirmation: every drift pages
+    assert [a.severity for a in evaluate(drift=drift_days("D"), drift_config=every_day)] == [ALERT]
+
+
+def test_the_query_log_and_the_corpus_confirm_only_themselves():
+    rows = drift_days("Ds", query="sD")  # corpus drifted on day 0, queries on day 1
+    (alert,) = evaluate(drift=rows, today=1)
+    assert alert.severity == WARNING
+    (alert,) = evaluate(drift=drift_days("Ds", query="DD"), today=1)
+    assert alert.severity == ALERT
+
+
+def test_a_confirmed_drift_after_its_warning_is_notified():
+    config = DriftConfig()
+    rows = drift_days("DD")
+    warning = evaluate(drift=[r for r in rows if r["run_date"] == day(0).isoformat()], today=0,
+                       runs=run_rows(1), drift_config=config)
+    (alert,) = evaluate(drift=rows, today=1, runs=run_rows(2), previous=alerts_frame(warning), drift_config=config)
+    assert alert.severity == ALERT and alert.new
+
+
+def test_confirmation_pages_at_most_its_bound_on_a_seeded_null():
+    """Null windows (1 or 2 days long, so some overlap) each drifted with probability alpha and at the page level
+    with probability page_alpha, independently: the share of days that page stays within the rule's bound
+    page_alpha + alpha * (1 - (1 - alpha) ** (confirm_of - 1)) for confirm_windows = 2 (disjoint windows only
+    count; counting overlapping ones would exceed it)."""
+    from pipeline.alerts import DriftWindow, confirm_drift
+
+    config = DriftConfig()
+    rng = np.random.default_rng(5)
+    n = 40_000
+    days = pd.date_range("2020-01-01", periods=n)
+    length = rng.integers(1, 3, n)
+    drifted = rng.random(n) < config.alpha
+    min_p = np.where(rng.random(n) < config.page_alpha / config.alpha, 0.0, config.alpha / 2)
+    windows = [DriftWindow(d, d - pd.Timedelta(days=int(k) - 1), bool(x), float(p) if x else math.inf)
+               for d, k, x, p in zip(days, length, drifted, min_p)]
+    pages = sum(confirm_drift(windows[max(0, i - 30):i + 1], days[i], config).confirmed for i in range(n))
+    bound = config.page_alpha + config.alpha * (1 - (1 - config.alpha) ** (config.confirm_of - 1))
+    assert pages / n <= bound + 3 * math.sqrt(bound / n)
+    assert pages / n > 0.5 * bound  # and the rule does page: the bound is nearly reached
 
 
 @pytest.mark.parametrize("verdict", ["stable", "not_enough_data", "context"])

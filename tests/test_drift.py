@@ -4,6 +4,7 @@ and power on synthetic embeddings), Evidently, and the query-log reader."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from datetime import date
@@ -318,6 +319,26 @@ def test_an_off_topic_burst_is_drifted_and_named():
     assert "categories Sports 30" in result[NEW_CATEGORIES.name].detail and "'match" in result[NOVELTY.name].detail
     assert result[CLASSIFIER.name].value > result[CLASSIFIER.name].null_q95 and result[PSI_MEAN.name].verdict == DRIFTED
     assert result[KS_MAX.name].null_q95 < result[KS_MAX.name].value
+
+
+def test_a_drifted_window_is_drawn_again_so_its_p_can_reach_the_page_level():
+    """A window drifted at 199 draws is decided again on the same seeded draws continued to page_permutations;
+    a stable one keeps its 199. At 2999 draws the burst's best statistics sit at the smallest possible
+    permutation p, 1/3000, and Holm over the 7 statistics makes it 7/3000 (tied minima share it)."""
+    reference = sample(embeddings(200, 1))
+    burst = np.vstack([embeddings(20, 2), isotropic(30, 3)])
+    current = Sample(burst, ["news"] * 20 + ["Sports"] * 30, ["feed"] * 50, [f"t{i}" for i in range(50)],
+                     np.zeros(50, bool))
+    config = DriftConfig(permutations=199, page_permutations=2999)
+    adaptive = window_drift(reference, current, config)
+    assert adaptive == window_drift(reference, current, dataclasses.replace(config, permutations=2999))
+    best = {v.statistic: v.adjusted_p for v in adaptive if v.verdict == DRIFTED}
+    assert best[NEW_CATEGORIES.name] == pytest.approx(7 / 3000) and min(best.values()) == pytest.approx(7 / 3000)
+    stable = sample(embeddings(25, 2))
+    kept = window_drift(reference, stable, config)
+    assert not any(v.verdict == DRIFTED for v in kept)
+    assert kept == window_drift(reference, stable, dataclasses.replace(config, page_permutations=199))
+    assert kept != window_drift(reference, stable, dataclasses.replace(config, permutations=2999))
 
 
 def test_a_flood_of_near_copies_is_drifted_by_fishers_test():
