@@ -10,7 +10,8 @@ from pages import _ui as ui
 from pipeline import charts, drift as stats, views
 from pipeline.views import drift as drift_views
 
-TONES = {"drifted": st.error, "stable": st.success, "not enough data": st.info}
+TONES = {drift_views.DRIFTED_CONFIRMED: st.error, drift_views.DRIFTED_NOT_CONFIRMED: st.warning,
+         drift_views.STABLE_TONE: st.success, drift_views.NOT_ENOUGH_TONE: st.info}
 
 ui.page_frame()
 st.title("Drift")
@@ -21,7 +22,7 @@ asked = next((d for d in days if str(d) == st.query_params.get("run")), days[-1]
 chosen = st.selectbox("Run", days, index=days.index(asked), key="drift_run")
 spans = drift_views.windows(drift, chosen)
 verdicts = drift_views.drift_verdicts(drift, chosen)
-tone, sentence = drift_views.conclusion(verdicts)
+tone, sentence = drift_views.conclusion(verdicts, drift_views.confirmation(drift, chosen, config.drift), config.drift)
 with st.container(key="drift_conclusion"):
     TONES[tone](views.escape_markdown(sentence), icon=":material/troubleshoot:")
 if spans:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from pipeline.config import DriftConfig
 from pipeline import series, store, views
 from pipeline.views import alerts as alerts_views
 from pipeline.views import drift as drift_views
@@ -430,6 +431,29 @@ def test_drift_series_keep_the_requested_order_and_find_the_reference(tmp_path):
     assert drift_views.reference_date(drift) == date(2026, 11, 2)
     store.write_reference(tmp_path, date(2026, 11, 1))
     assert drift_views.reference_date(drift.iloc[0:0], tmp_path) == date(2026, 11, 1)
+
+
+def test_the_drift_conclusion_says_whether_the_rule_pages(tmp_path):
+    """A drift on one day is "drifted, not confirmed" (the rule's warning); the next disjoint window drifted too
+    confirms it (the rule's alert), by the rule's own test on the rows read back from drift.csv."""
+    def row(day, verdict, p=0.01):
+        return {"run_date": day, "statistic": "novel_share", "value": 0.5, "reference_date": "2026-10-31",
+                "n_reference": 300, "n_current": 40, "reference_start": "2026-10-18", "current_start": day,
+                "p_value": p, "null_value": 0.1, "threshold": 0.3, "verdict": verdict, "detail": "40 novel chunks"}
+
+    config = DriftConfig()
+    drift = stored(tmp_path, store.DRIFT, [row(D1, "drifted"), row(D2, "drifted")])
+    tones = []
+    for day in (D1, D2):
+        tone, sentence = drift_views.conclusion(drift_views.drift_verdicts(drift, date.fromisoformat(day)),
+                                                drift_views.confirmation(drift, day, config), config)
+        tones.append(tone)
+    assert tones == [drift_views.DRIFTED_NOT_CONFIRMED, drift_views.DRIFTED_CONFIRMED]
+    assert "Confirmed: drifted in 2 of the last 2 disjoint windows" in sentence
+    alone = stored(tmp_path / "alone", store.DRIFT, [row(D1, "drifted", p=0.001)])
+    tone, sentence = drift_views.conclusion(drift_views.drift_verdicts(alone), drift_views.confirmation(alone, D1, config),
+                                            config)
+    assert tone == drift_views.DRIFTED_CONFIRMED and "Confirmed on its own day" in sentence
 
 
 def test_side_by_side_joins_original_and_simulated(tmp_path):

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from pipeline import store
-from pipeline.config import Config
+from pipeline.alerts import DriftConfirmation, confirm_drift, drift_windows
+from pipeline.config import Config, DriftConfig
 from pipeline.corpus import CORPUS_FILE, Corpus, text_hash
 from pipeline.store import (REFERENCE_DATE, RUN_DATE, STATISTIC, VALUE)
 from pipeline.views import _day
@@ -143,21 +144,37 @@ def windows(drift: pd.DataFrame, day: date | None = None) -> tuple[Window, Windo
     return Window(dates[0], dates[1]), Window(dates[2], found["run_date"])
 
 
-def conclusion(verdicts: pd.DataFrame) -> tuple[str, str]:
-    """The verdict table in a sentence, and its tone ("drifted", "stable" or "not enough data")."""
+DRIFTED_CONFIRMED = "drifted"  # the conclusion's tones
+DRIFTED_NOT_CONFIRMED = "drifted, not confirmed"
+STABLE_TONE = "stable"
+NOT_ENOUGH_TONE = "not enough data"
+
+
+def confirmation(drift: pd.DataFrame, day: date | pd.Timestamp, config: DriftConfig) -> DriftConfirmation:
+    """Whether the corpus drift of the run `day` pages, by the drift rule's own test (`alerts.confirm_drift`)."""
+    return confirm_drift(drift_windows(drift), pd.Timestamp(day), config)
+
+
+def conclusion(verdicts: pd.DataFrame, confirmed: DriftConfirmation | None = None,
+               config: DriftConfig | None = None) -> tuple[str, str]:
+    """The verdict table in a sentence, and its tone: "drifted" (confirmed: the drift rule pages), "drifted, not
+    confirmed" (a warning, when `confirmed` says so), "stable" or "not enough data"."""
     if verdicts.empty:
-        return "not enough data", "No drift statistics for this run yet."
+        return NOT_ENOUGH_TONE, "No drift statistics for this run yet."
     drifted = verdicts[verdicts["verdict"] == "drifted"]
     if len(drifted):
         names = ", ".join(drifted["statistic"])
         new = next((d for d in drifted["what is new"] if d), "")  # the details repeat one another: the first
         new = new if len(new) <= 300 else new[:299] + "…"
-        return "drifted", (f"Drifted: {names} passed both the null and the effect line"
-                           + (f". New: {new}" if new else "") + ".")
+        sentence = f"Drifted: {names} passed both the null and the effect line" + (f". New: {new}" if new else "")
+        if confirmed is None:
+            return DRIFTED_CONFIRMED, sentence + "."
+        tone = DRIFTED_CONFIRMED if confirmed.confirmed else DRIFTED_NOT_CONFIRMED
+        return tone, f"{sentence}. {confirmed.describe(config or DriftConfig())}."
     if (verdicts["verdict"] == "not enough data").all():
-        return "not enough data", "Not enough new chunks in the window to test against the reference."
-    return "stable", ("Stable: no statistic is both significant after Holm's correction and past its effect line "
-                      "(the window's new content is like the reference's).")
+        return NOT_ENOUGH_TONE, "Not enough new chunks in the window to test against the reference."
+    return STABLE_TONE, ("Stable: no statistic is both significant after Holm's correction and past its effect line "
+                         "(the window's new content is like the reference's).")
 
 
 def in_window(documents: pd.DataFrame, window: Window) -> pd.DataFrame:
