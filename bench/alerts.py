@@ -45,8 +45,8 @@ NEWS_START, NEWS_END = date(2025, 9, 1), date(2025, 10, 30)
 EVENT_DAY = date(2025, 10, 1)
 PER_DAYS = 90  # false alarms are counted per 90 days per data directory
 KS = RetrievalConfig().k
-PARTS = ("all", "real", "simulated")
-_, REAL, SIMULATED = PARTS
+PARTS = ("all", "real", "simulated", "corpus")
+_, REAL, SIMULATED, CORPUS = PARTS  # corpus: bench.corpus_null, corpus-drift pages on null streams of real news
 
 # A: the null grid (full / quick).
 NULL_QUESTIONS, NULL_P, NULL_DAYS = (20, 50, 200), (0.5, 0.7, 0.8, 0.9, 0.95), 365
@@ -553,7 +553,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.alerts", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="simulated streams only, few settings")
     parser.add_argument("--part", choices=PARTS, default=PARTS[0],
-                        help="run only the real streams (B, C on news and demo) or only the simulated ones (A, C, D)")
+                        help="run only the real streams (B, C on news and demo), only the simulated ones (A, C, D), "
+                             "or only the corpus-drift null streams from real news (bench.corpus_null)")
     parser.add_argument("--days", type=int, default=None,
                         help=f"days of each simulated null stream (default {NULL_DAYS}, {QUICK_DAYS} with --quick)")
     parser.add_argument("--fresh", action="store_true", help="rebuild the cached clean news and demo stores")
@@ -565,9 +566,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=OUT_DIR / "alerts.json", help="the JSON result")
     parser.add_argument("--window", type=int, nargs=2, metavar=("FIRST", "LAST"),
                         help="hand the rules only the first FIRST and last LAST runs each day (faster)")
+    parser.add_argument("--streams", type=int, default=10,
+                        help="corpus part: null streams of each kind (day-order permutation, block bootstrap)")
     args = parser.parse_args(argv)
     configure_logging(verbose=False)
     logging.getLogger().setLevel(logging.WARNING)
+    corpus = ["--streams", str(args.streams), "--workers", str(args.workers), "--news", str(args.news)]
+    if args.part == CORPUS:
+        from bench import corpus_null
+
+        return corpus_null.main(corpus)
     try:
         result = run(args)
     except DriftwatchError as exc:
@@ -576,6 +584,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
     print(format_report(result))
+    if args.part == PARTS[0] and not args.quick:
+        from bench import corpus_null
+
+        print()
+        return corpus_null.main(corpus)
     return 0
 
 

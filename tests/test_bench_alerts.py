@@ -139,3 +139,60 @@ def test_tallies_of_several_data_directories_pool_their_days_and_counts():
     pooled = Tally.pooled([a, b])
     assert (pooled.days, pooled.alerts, pooled.pages, pooled.rules) == (360, 3, 3, {"drop": 2, "slow_drift": 1})
     assert pooled.pages_per_90 == 0.75 and a.pages_per_90 == 2.0
+
+
+# --- corpus drift on reordered real news (bench.corpus_null) ------------------------------------------------
+
+
+@pytest.mark.parametrize("make", ["permuted_stream", "block_stream"])
+def test_resampled_news_streams_never_repeat_a_day_within_the_gap(make):
+    from bench import corpus_null
+
+    for seed in range(5):
+        order = getattr(corpus_null, make)(111, seed, 22)
+        assert len(order) == 111 and set(order) <= set(range(60))
+        last: dict[int, int] = {}
+        for t, d in enumerate(order):
+            assert t - last.get(d, -99) >= 22, (seed, t, d)
+            last[d] = t
+    blocks = corpus_null.block_stream(70, 0, 22)
+    assert all(b - a == 1 for a, b in zip(blocks[:6], blocks[1:7]))  # the first block is 7 consecutive days
+
+
+def test_a_resampled_stream_is_measured_and_paged_as_the_job_would():
+    """Synthetic news (one topic distribution, 22 one-chunk items a day) with a 30-item off-topic burst on day 25:
+    the null days before it are measured (not skipped) and do not page; the burst pages on its day at the one-day
+    page level, named by its new category; a repeated item is never its own near copy."""
+    from bench import corpus_null
+    from bench.corpus_null import Item, News
+    from pipeline.config import DriftConfig
+
+    rng = np.random.default_rng(0)
+    dim, per_day, days_n = 32, 22, 27
+    topic = rng.standard_normal(dim)
+    items, vectors = [], []
+    for d in range(days_n):
+        day = []
+        for i in range(per_day):
+            vectors.append(topic + rng.standard_normal(dim))
+            day.append(Item(f"d{d}-{i}", "Politics", f"story {d}-{i}", (len(vectors) - 1,)))
+        items.append(day)
+    burst = []
+    for i in range(30):
+        vectors.append(rng.standard_normal(dim) * 3 - topic)
+        burst.append(Item(f"sport-{i}", "Sports", f"match {i}", (len(vectors) - 1,)))
+    items[25] = items[25] + burst
+    items[26] = items[3]  # a real day repeated: the same news again, not near copies
+    matrix = np.array(vectors)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    news = News(items, {}, matrix, [frozenset() for _ in vectors])
+    config = DriftConfig(evidently=False)
+    frame = corpus_null.stream_drift(items, news, config, range(21, 27))
+    assert set(frame["verdict"]) <= {"stable", "drifted"}  # every day measured
+    fired = corpus_null.replay(frame, config)
+    pages = [a for a in fired if a.new and a.severity == ALERT]
+    assert [a.run_date for a in pages] == ["2030-01-26"] and "Sports" in pages[0].message
+    assert "Confirmed on its own day" in pages[0].message
+    assert not frame[frame["statistic"] == "duplicate_share"]["value"].any()
+    count = corpus_null.Count.of(frame, fired)
+    assert (count.days, count.pages) == (6, 1) and count.pages_per_90 == 15.0
