@@ -1,8 +1,8 @@
 """The Overview screenshot of the README and the docs (docs/images/overview.png): `streamlit run app.py` on a demo
 history, opened in headless Chromium as tests/test_browser.py does.
 
-    python -m pipeline demo --data-dir /tmp/demo-store
-    python docs/screenshot.py --data-dir /tmp/demo-store
+    python -m pipeline demo --data-dir /tmp/driftwatch/data/demo-store   # the sidebar shows this path
+    python docs/screenshot.py --data-dir /tmp/driftwatch/data/demo-store
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ OUT = ROOT / "docs" / "images" / "overview.png"
 CHROMIUM = "/usr/bin/chromium"  # Debian's; Playwright cannot download its own browsers here
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
-VIEWPORT = {"width": 1280, "height": 1000}
+VIEWPORT = {"width": 1280, "height": 1040}
 APP_IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"][data-test-connection-state="CONNECTED"]'
 DRAWN_CHART = '[data-testid="stPlotlyChart"] .js-plotly-plot'
 COLOURS = 256  # a palette PNG: the page is flat colours, and the file stays small
