@@ -26,6 +26,7 @@ QUICK_START = [
     "./.ci/run",
 ]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+SCHEMA_HEADING = "## The CSV series (the contract between the job and the dashboard)"
 
 
 def page(name: str) -> str:
@@ -105,7 +106,7 @@ def test_the_configuration_reference_is_generated_and_fresh():
 
 @pytest.mark.parametrize("name", sorted(store.SCHEMAS))
 def test_every_csv_column_is_in_the_schema_table(name):
-    cells = table_cells(section(page("concepts.md"), "## The CSV series (the contract between the job and the dashboard)"))
+    cells = table_cells(section(page("concepts.md"), SCHEMA_HEADING))
     assert name in cells
     assert [c for c in store.SCHEMAS[name] if c not in cells] == []
 
