@@ -219,8 +219,8 @@ def daily(sizes: list[int], out: Path, repeat: int = 1) -> None:
 
 def bench_texts(n: int, seed: int = 0, length: int = 128) -> list[str]:
     """`n` texts of `length` words (128: a chunk; 40: a news item of the bundled data, about 35 words and a
-    title) drawn from the README's words: real English, reproducible."""
-    words = (ROOT / "README.md").read_text(encoding="utf-8").split()
+    title) drawn from the documentation's words (docs/*.md, by name): real English, reproducible."""
+    words = " ".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md"))).split()
     rng = np.random.default_rng(seed)
     return [" ".join(words[s:s + length]) for s in rng.integers(0, len(words) - length, n)]
 

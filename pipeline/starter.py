@@ -9,6 +9,7 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pipeline import __version__
 from pipeline.config import DEFAULT_CONFIG_FILE, Config, MlflowExportConfig, WhylogsExportConfig, _toml_value
@@ -28,7 +29,7 @@ NOTES: dict[str, dict[str, str]] = {
         "sources": "one [[sources]] table per feed, with a name and a url or a path",
         "targets": ("the retrievers watched, each a name and a kind: builtin (a pipeline over the sources), http "
                     "(a search endpoint), python (module:function) or runs (logged results); none: the builtin "
-                    "retrieval.pipelines (see the README's \"Monitor your own retriever\")"),
+                    "retrieval.pipelines (see \"Your own retriever\" in the documentation)"),
     },
     "fetch": {
         "timeout": "seconds for a whole request (connect, headers and body)",
@@ -118,7 +119,7 @@ NOTES: dict[str, dict[str, str]] = {
         "webhook_timeout": "seconds for one webhook request",
         "webhook_retries": "retries of a failed webhook request",
     },
-    "export": {  # each an [export.NAME] table, shown inline; present: the exporter is on (README: Exports)
+    "export": {  # each an [export.NAME] table, shown inline; present: the exporter is on (docs/exports.md)
         "mlflow": "MLflow runs (pip install 'driftwatch[mlflow]'); tracking_uri: a folder or a server URL",
         "prometheus": "a Prometheus textfile for node_exporter (pip install 'driftwatch[prometheus]')",
         "whylogs": "whylogs profiles in profiles/ of the data directory (pip install 'driftwatch[whylogs]')",
@@ -193,6 +194,35 @@ def _line(assignment: str, note: str) -> str:
     return f"{assignment:<{COMMENT_COLUMN - 1}} # {note}"
 
 
+@dataclass(frozen=True)
+class StarterKey:
+    """One key of a [section] as the starter writes it (the configuration reference lists the same)."""
+
+    section: str
+    name: str
+    default: Any  # config.py's default; None: none
+    shown: Any  # the value written: the default, else an example (EXAMPLES)
+    commented: bool  # written commented out: the default cannot be written in TOML, or names the running version
+    note: str
+
+
+def section_keys() -> dict[str, list[StarterKey]]:
+    """Every [section] of Config (the dataclass-valued fields, in order) with its keys, defaults and notes."""
+    sections = {}
+    for f in dataclasses.fields(Config):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else None
+        if not dataclasses.is_dataclass(default):
+            continue
+        keys = []
+        for key in dataclasses.fields(default):
+            value = getattr(default, key.name)
+            shown = EXAMPLES[f.name, key.name] if value is None else value
+            commented = value is None or (f.name, key.name) in COMMENTED
+            keys.append(StarterKey(f.name, key.name, value, shown, commented, NOTES[f.name][key.name]))
+        sections[f.name] = keys
+    return sections
+
+
 def starter_toml() -> str:
     """The starter monitor.toml: every key of config.py with its default (commented out where the default cannot
     be written) and one line of meaning."""
@@ -216,23 +246,16 @@ def starter_toml() -> str:
         '# name = "archive"',
         '# path = "feeds/archive"',
     ]
+    sections = section_keys()
     for f in dataclasses.fields(Config):
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else None
         if f.name in ("data_dir", "gold", "sources", "file"):
             continue
-        if not dataclasses.is_dataclass(default):  # a list of tables another part of driftwatch defines
+        if f.name not in sections:  # a list of tables another part of driftwatch defines
             lines += ["", f"# [[{f.name}]]  {top[f.name]}"]
             continue
         lines += ["", f"[{f.name}]"]
-        for key in dataclasses.fields(default):
-            value = getattr(default, key.name)
-            note = NOTES[f.name][key.name]
-            if value is None:
-                lines.append(_line(f"# {key.name} = {_toml_value(EXAMPLES[f.name, key.name])}", note))
-            elif (f.name, key.name) in COMMENTED:
-                lines.append(_line(f"# {key.name} = {_toml_value(value)}", note))
-            else:
-                lines.append(_line(f"{key.name} = {_toml_value(value)}", note))
+        for key in sections[f.name]:
+            lines.append(_line(f"{'# ' if key.commented else ''}{key.name} = {_toml_value(key.shown)}", key.note))
     return "\n".join(lines) + "\n"
 
 

@@ -65,7 +65,7 @@ SIGNALS_COLUMNS = ("run_date", "pipeline", "k", "question_id", "signal", "value"
 # One row per configured target and run: ok, or failed and why (a failed target has no metric rows that day).
 TARGETS_COLUMNS = ("run_date", "target", "kind", "status", "n_questions", "seconds", "message")
 
-# The answer layer (see pipeline/answers.py and the README's "Answers" section).
+# The answer layer (see pipeline/answers.py and docs/answers.md).
 GENERATION_COLUMNS = ("run_date", "pipeline", "source", "metric", "value", "n", "undetermined")
 PER_ANSWER_COLUMNS = (
     "run_date", "pipeline", "question_id", "gold_in_context", "faithfulness", "faithfulness_state", "n_claims",

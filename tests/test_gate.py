@@ -183,19 +183,18 @@ def test_cli_gate_exits_1_on_a_drop_and_0_once_restored(tmp_path, work, baseline
     assert done.returncode == 2 and "baseline report not found" in done.stderr
 
 
-def readme_block(heading: str, language: str) -> str:
-    """The first fenced block of `language` after the README heading."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index(heading):]
-    start = section.index(f"```{language}\n") + len(language) + 4
-    return section[start:section.index("```\n", start)]
+def docs_block(language: str) -> str:
+    """The first fenced block of `language` on the documentation's CI gate page."""
+    text = (ROOT / "docs" / "gate.md").read_text(encoding="utf-8")
+    start = text.index(f"```{language}\n") + len(language) + 4
+    return text[start:text.index("```\n", start)]
 
 
-def test_readme_gate_command_passes_on_a_fresh_clone(tmp_path):
-    """The README's command, run as written by a shell in a checkout without reports/ (no baseline yet)."""
+def test_the_documented_gate_command_passes_on_a_fresh_clone(tmp_path):
+    """The documentation's command, run as written by a shell in a checkout without reports/ (no baseline yet)."""
     for name in ("data", "monitor.toml"):
         (tmp_path / name).symlink_to(ROOT / name)
-    command = readme_block("## The CI gate", "bash")
+    command = docs_block("bash")
     done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "PYTHONPATH": str(ROOT),
                                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"})
@@ -205,7 +204,6 @@ def test_readme_gate_command_passes_on_a_fresh_clone(tmp_path):
     assert json.loads((tmp_path / "reports" / "pr.json").read_text())["docs_total"] == 420
 
 
-def test_the_workflow_file_is_the_readme_s():
-    assert (ROOT / ".github/workflows/retrieval-gate.yml").read_text() == readme_block("## The CI gate", "yaml")
-    assert readme_block("## The CI gate", "bash").replace("\\\n    ", "") in \
-        readme_block("## The CI gate", "yaml").replace("\\\n            ", "")
+def test_the_workflow_file_is_the_documented_one():
+    assert (ROOT / ".github/workflows/retrieval-gate.yml").read_text() == docs_block("yaml")
+    assert docs_block("bash").replace("\\\n    ", "") in docs_block("yaml").replace("\\\n            ", "")
