@@ -27,8 +27,8 @@ PAGES = [
 ]
 
 # The page list is drawn by the app itself (page links), not by Streamlit: with `client.showSidebarNavigation`
-# off (.streamlit/config.toml, and `driftwatch app`'s command line) no list of the pages/ folder flashes before
-# the script has run on a cold start.
+# off (.streamlit/config.toml, and `driftwatch dashboard`'s command line) no list of the pages/ folder flashes
+# before the script has run on a cold start.
 page = st.navigation(PAGES, position="hidden")
 with st.sidebar.container(key="page_links"):
     for linked in PAGES:

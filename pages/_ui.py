@@ -282,25 +282,33 @@ def sidebar(directory: Path) -> None:
 
 
 def alert_banner() -> None:
-    """The latest run's alert rows, alerts in red and warnings in orange, on every page."""
+    """The latest run's open conditions, one line each (alerts in a red box, warnings in an orange one), on every
+    page; the per-series messages behind an expander, under their condition."""
     rows = views.open_alerts(alerts(), runs())
     if rows.empty:
         return
     day = f"{rows[views.RUN_DATE].iloc[0]:%Y-%m-%d}"
+    conditions = views.open_conditions(rows)
     with st.container(key="alert_banner"):
         for severity, box in ((ALERT, st.error), (WARNING, st.warning)):
-            part = rows[rows[views.SEVERITY] == severity]
-            if part.empty:
+            part = [c for c in conditions if c.severity == severity]
+            if not part:
                 continue
-            names = views.condition_names(part)
-            noun = "condition" if len(names) == 1 else "conditions"
-            box(views.escape_markdown(f"{len(names)} open {severity} {noun} on the latest run ({day}): "
-                                      + "; ".join(names)), icon=SEVERITY_ICONS[severity])
-        with st.expander(f"Messages of the {len(rows)} open alert rows", key="alert_banner_details"):
-            for row in rows.head(MAX_BANNER_DETAILS).itertuples(index=False):
-                owner = getattr(row, views.PIPELINE) or "corpus"
-                st.markdown(views.escape_markdown(f"[{row.severity}] {row.rule} / {owner} / {row.metric}: ")
-                            + views.escape_markdown(row.message))
+            noun = "condition" if len(part) == 1 else "conditions"
+            lines = [views.escape_markdown(f"{len(part)} open {severity} {noun} on the latest run ({day}):")]
+            with st.container(key=f"alert_banner_{severity}"):
+                box("\n".join(lines + [f"- {views.escape_markdown(c.line)}" for c in part]),
+                    icon=SEVERITY_ICONS[severity])
+        budget = MAX_BANNER_DETAILS
+        with st.expander(f"Details: the {len(rows)} alert messages, by condition", key="alert_banner_details"):
+            for i, condition in enumerate(conditions):
+                messages = condition.messages[:budget]
+                budget -= len(messages)
+                if not messages:
+                    break
+                with st.container(key=f"alert_banner_details_{i}"):
+                    st.caption(views.escape_markdown(f"{condition.rule} on {condition.where}"))
+                    st.markdown("\n".join(f"- {views.escape_markdown(message)}" for _, message in messages))
             st.page_link("pages/alerts.py", label="Open the alert log", icon=":material/list:")
 
 

@@ -1,6 +1,6 @@
-"""Overview: per pipeline a verdict (ok / warning / alert) with its reason against the reference period and last
-week, its series as coloured sparklines with event and alert marks, the last incident with its cause and links to
-the pages that explain it, and the last run."""
+"""Overview: per pipeline a verdict (ok / warning / alert) naming its open conditions (each one line in app.py's
+banner), else its reason against the reference period and last week; its series as coloured sparklines with event
+and alert marks, the last incident with its cause and links to the pages that explain it, and the last run."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pages import _ui as ui
 from pipeline import charts, views
 from pipeline.views import alerts as alerts_views, overview as overview_views
 
-STATUS_BOXES = {"alert": st.error, "warning": st.warning, "ok": st.success}
-STATUS_ICONS = {"alert": ":material/error:", "warning": ":material/warning:", "ok": ":material/check_circle:"}
+# A verdict is a status, not a second alert box: the open conditions' lines are in the banner above.
+STATUS_BADGES = {"alert": ":red-badge[:material/error: alert]", "warning": ":orange-badge[:material/warning: warning]",
+                 "ok": ":green-badge[:material/check_circle: ok]"}
 
 ui.page_frame()
 st.title("Overview")
@@ -28,8 +29,8 @@ st.caption(f"Each pipeline's latest run against the rules' reference period (its
 
 for verdict in overview_views.verdicts(metrics, alerts, k, config.alerts):
     with st.container(border=True, key=f"overview_verdict_{verdict.pipeline}"):
-        STATUS_BOXES[verdict.status](views.escape_markdown(f"{verdict.pipeline}: {verdict.status}. {verdict.reason}"),
-                                     icon=STATUS_ICONS[verdict.status])
+        st.markdown(f"{STATUS_BADGES[verdict.status]} **{views.escape_markdown(verdict.pipeline)}** · "
+                    + views.escape_markdown(verdict.reason))
         columns = st.columns(len(verdict.series))
         for column, status in zip(columns, verdict.series):
             ui.metric_card(column, f"{verdict.pipeline} · {views.metric_label(status.metric, k)}", status)

@@ -23,6 +23,8 @@ EXIT_BAD_INPUT = 2
 EXIT_LOCKED = 3
 
 _BAD_INPUT = (DriftwatchError,)  # every domain error: one message, exit 2
+DASHBOARD_HOST = "127.0.0.1"  # the dashboard has no login: it is served to this machine only
+DASHBOARD_PORT = 8501  # Streamlit's own default
 DEMO_DATA_DIR = "data/demo-store"  # relative to the working directory, like every path given on the command line
 
 log = logging.getLogger("pipeline")
@@ -189,14 +191,18 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
     _common(metrics)
 
-    app = sub.add_parser("app", help="open the dashboard (streamlit run app.py) on a data directory",
-                         description="Run the Streamlit dashboard (app.py, from the repository or the installed "
-                                     "copy) on the data directory of --data-dir, $DRIFTWATCH_DATA_DIR or the config "
-                                     "(--config, $DRIFTWATCH_CONFIG, ./monitor.toml).")
-    app.add_argument("--port", type=int, default=None, help="the port to serve on (default: Streamlit's, 8501)")
-    app.add_argument("streamlit_args", nargs="*", metavar="-- STREAMLIT_OPTION",
-                     help="options passed on to streamlit run, after --, e.g. -- --server.headless true")
-    _common(app)
+    dash = sub.add_parser("dashboard", aliases=["app"],
+                          help="serve the dashboard on 127.0.0.1 (the installed app.py, from any directory)",
+                          description="Serve the Streamlit dashboard (app.py of the repository or of the installed "
+                                      "copy) on http://127.0.0.1:PORT, headless, over the data directory of "
+                                      "--data-dir, $DRIFTWATCH_DATA_DIR or the config (--config, "
+                                      "$DRIFTWATCH_CONFIG, ./monitor.toml), until interrupted. `app` is the same "
+                                      "command under its old name.")
+    dash.add_argument("--port", type=int, default=DASHBOARD_PORT,
+                      help=f"the port to serve on (default {DASHBOARD_PORT})")
+    dash.add_argument("streamlit_args", nargs="*", metavar="-- STREAMLIT_OPTION",
+                      help="options passed on to streamlit run, after --, e.g. -- --theme.base dark")
+    _common(dash)
     return parser
 
 
@@ -401,7 +407,7 @@ def _demo(args: argparse.Namespace) -> int:
     print(_summary(results[-1]))
     print(f"demo history ({len(results)} runs) written to {target}")
     read_by_default = _dashboard_dir(args.config) == target  # e.g. the data_dir of the shipped monitor.toml
-    print(f"open it with: {prog()} app" + ("" if read_by_default else f" --data-dir {target}"))
+    print(f"open it with: {prog()} dashboard" + ("" if read_by_default else f" --data-dir {target}"))
     return EXIT_OK
 
 
@@ -484,7 +490,9 @@ def _check(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_ALERT
 
 
-def _app(args: argparse.Namespace) -> int:
+def _dashboard(args: argparse.Namespace) -> int:
+    import signal
+    import socket
     import subprocess
 
     from pipeline.config import ENV_CONFIG, ENV_DATA_DIR
@@ -494,21 +502,40 @@ def _app(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     if args.config:  # the app runs in this working directory, but resolve now so the message names the file
         env[ENV_CONFIG] = str(Path(args.config).resolve())
-    env[ENV_DATA_DIR] = str(resolve_data_dir(args.config, args.data_dir))
+    data_dir = resolve_data_dir(args.config, args.data_dir)
+    env[ENV_DATA_DIR] = str(data_dir)
     script = app_file()
     if not script.is_file():
         print(f"error: the dashboard is missing ({script} not found): reinstall driftwatch", file=sys.stderr)
         return EXIT_BAD_INPUT
+    try:  # said now, in one line, rather than by streamlit after its start-up
+        with socket.create_server((DASHBOARD_HOST, args.port)):
+            pass
+    except OSError as exc:
+        print(f"error: cannot serve on {DASHBOARD_HOST}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     # .streamlit/config.toml is read from the working directory only: the settings that matter go on the line.
-    command = [sys.executable, "-m", "streamlit", "run", str(script), "--browser.gatherUsageStats", "false",
-               "--client.showSidebarNavigation", "false"]
-    if args.port is not None:
-        command += ["--server.port", str(args.port)]
-    print(f"dashboard on {env[ENV_DATA_DIR]}", file=sys.stderr)
+    command = [sys.executable, "-m", "streamlit", "run", str(script), "--server.address", DASHBOARD_HOST,
+               "--server.port", str(args.port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+               "--client.showSidebarNavigation", "false", *args.streamlit_args]
+    child = subprocess.Popen(command, env=env)
+    stopping = False
+
+    def stop(signum, frame) -> None:  # a service manager's SIGTERM stops streamlit too, not only this process
+        nonlocal stopping
+        stopping = True
+        child.terminate()
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    print(f"serving the dashboard of {data_dir} on http://{DASHBOARD_HOST}:{args.port}", file=sys.stderr, flush=True)
     try:
-        return subprocess.run([*command, *args.streamlit_args], check=False, env=env).returncode
-    except KeyboardInterrupt:  # Ctrl-C reaches streamlit too, which stops on it
-        return EXIT_OK
+        code = child.wait()
+    except KeyboardInterrupt:  # Ctrl-C reaches streamlit too (the same process group), which stops on it
+        stopping = True
+        code = child.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return EXIT_OK if stopping else code
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -555,8 +582,8 @@ def _serve_metrics(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": _run, "backfill": _backfill, "rebaseline": _rebaseline, "eval": _eval, "demo": _demo,
-            "simulate": _simulate, "report": _report, "init": _init, "check": _check, "app": _app,
-            "export": _export, "serve-metrics": _serve_metrics}
+            "simulate": _simulate, "report": _report, "init": _init, "check": _check, "dashboard": _dashboard,
+            "app": _dashboard, "export": _export, "serve-metrics": _serve_metrics}
 
 
 def _configure_logging(verbose: bool) -> None:

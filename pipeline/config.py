@@ -698,11 +698,10 @@ def _check_generation(cfg: Config, bad: Callable[[str, str], ConfigError]) -> No
         raise bad("generation.temperature", "must be within [0, 2]")
     if not 0 < g.max_tokens <= MAX_GENERATION_TOKENS:
         raise bad("generation.max_tokens", f"must be > 0 and <= {MAX_GENERATION_TOKENS}")
-    if g.pipeline is not None and g.pipeline not in [t.name for t in target_list(cfg)]:
-        raise bad("generation.pipeline", f"no target {g.pipeline!r} (targets: "
-                                         f"{', '.join(t.name for t in target_list(cfg))})")
-    if not 1 <= g.k <= cfg.retrieval.candidate_depth:
-        raise bad("generation.k", f"must be >= 1 and <= retrieval.candidate_depth ({cfg.retrieval.candidate_depth})")
+    if g.k < 1:
+        raise bad("generation.k", "must be >= 1")
+    if g.mode == "generate":  # pipeline and k choose the context of a generated answer; nothing else reads them
+        _check_generate_context(cfg, bad)
     if not 0 < g.timeout <= MAX_TIMEOUT:
         raise bad("generation.timeout", f"must be a number of seconds > 0 and <= {MAX_TIMEOUT:g}")
     if not 0 <= g.retries <= MAX_TARGET_RETRIES:
@@ -713,6 +712,16 @@ def _check_generation(cfg: Config, bad: Callable[[str, str], ConfigError]) -> No
         raise bad("generation.max_calls", "max_calls and max_tokens_per_run must be >= 0")
     if not -1 <= g.min_kappa <= 1:
         raise bad("generation.min_kappa", "Cohen's kappa lies within [-1, 1]")
+
+
+def _check_generate_context(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
+    """The rules tying [generation] to the retrieval sections, checked only when answers are generated: the answer
+    layer is off by default, and a section that is off must not constrain the sections that are on."""
+    g, names = cfg.generation, [t.name for t in target_list(cfg)]
+    if g.pipeline is not None and g.pipeline not in names:
+        raise bad("generation.pipeline", f"no target {g.pipeline!r} (targets: {', '.join(names)})")
+    if g.k > cfg.retrieval.candidate_depth:
+        raise bad("generation.k", f"must be >= 1 and <= retrieval.candidate_depth ({cfg.retrieval.candidate_depth})")
 
 
 def target_list(cfg: Config) -> tuple[TargetConfig, ...]:

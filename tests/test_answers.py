@@ -202,7 +202,7 @@ def test_a_bad_label_is_named(tmp_path, row, message):
     ('timeout = 0', "generation.timeout"),
     ('concurrency = 0', "generation.concurrency"),
     ('min_kappa = 2', "generation.min_kappa"),
-    ('pipeline = "nope"', "generation.pipeline"),
+    ('mode = "generate"\nbase_url = "http://x/v1"\nmodel = "m"\npipeline = "nope"', "generation.pipeline"),
     ('colour = "red"', "generation.colour"),
 ])
 def test_generation_config_errors_name_the_key(tmp_path, table, key):

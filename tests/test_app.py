@@ -20,6 +20,7 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from pipeline import report, store, views
+from pipeline.alerts import condition_of
 from pipeline.views import overview as overview_views
 from pipeline.views import questions as questions_views
 from pipeline.views import simulate as simulate_views
@@ -165,44 +166,66 @@ def test_overview_shows_the_csv_values_and_a_verdict_per_pipeline(history, open_
     fired = latest_alerts(history)
     for pipeline in overview_views.values_of(metrics, "pipeline"):
         box = at.get_by_key(f"overview_verdict_{pipeline}")
-        text = literal([*box.error, *box.warning, *box.success][0].value)
+        assert [*box.error, *box.warning, *box.success] == []  # a status, not a second alert box
+        text = literal(box.markdown[0].value)
         mine = fired[fired["pipeline"].fillna("") == pipeline]
         status = "alert" if (mine["severity"] == "alert").any() else "warning" if len(mine) else None
+        badge = re.match(r":(\w+)-badge\[:material/\w+: (\w+)\] \*\*(\w+)\*\* · ", text)
+        assert badge and badge[3] == pipeline, text
         if status:
-            assert text.startswith(f"{pipeline}: {status}. ") and all(m in text for m in mine["metric"])
+            assert badge[1:3] == ({"alert": "red", "warning": "orange"}[status], status)
+            assert all(f"{rule}" in text for rule in mine["rule"]) and f"since {mine['since'].min()}" in text
+            assert not any(m in text for m in mine["message"])  # the messages are the banner's
         else:
-            assert text.split(".")[0] in (f"{pipeline}: ok", f"{pipeline}: warning")
+            assert badge[2] in ("ok", "warning")
     runs = store.read_runs(history)
     assert cards["Documents"].value == f"{runs['docs_total'].iloc[-1]:,}"
     assert figure(at, "overview_chart")["data"][0]["y"] == runs["docs_total"].tolist()
 
 
-def test_the_banner_lists_every_open_alert_row(history, open_app):
-    at = open_app(history)
-    rows = latest_alerts(history)
+def test_the_banner_gives_one_line_per_open_condition_and_every_message_behind_it(history, open_app, tmp_path):
+    def slow_drift(metric: str, change: float) -> dict:
+        return {"rule": "slow_drift", "pipeline": "bm25", "metric": metric, "value": 0.6, "baseline": 0.7,
+                "change_pct": change, "threshold": 10.0, "severity": "alert", "since": "2026-10-26",
+                "message": f"slow drift: the moving mean of {metric} of bm25 fell"}
+
+    drifting = with_alerts(history, tmp_path / "drifting", [slow_drift("mrr@5", -12.5), slow_drift("ndcg@5", -14.0)])
+    at = open_app(drifting)
+    rows = latest_alerts(drifting)
+    conditions = {condition_of(r, p, m): s for r, p, m, s in
+                  zip(rows["rule"], rows["pipeline"].fillna(""), rows["metric"], rows["severity"])}
+    assert len(conditions) == len(rows) - 1  # bm25's two series: one condition
     boxes = banner(at)
-    details = [literal(m.value) for m in at.get_by_key("alert_banner_details").markdown]
-    assert len(details) == len(rows)
-    for row in rows.itertuples():
-        box = boxes["error" if row.severity == "alert" else "warning"]
-        assert row.metric in box and row.rule in box
-        assert any(row.message in line for line in details)
+    lines = {kind: [line for line in text.splitlines() if line.startswith("- ")] for kind, text in boxes.items()}
+    assert sum(len(found) for found in lines.values()) == len(conditions)
+    for (rule, pipeline, *_), severity in conditions.items():
+        kind = "error" if severity == "alert" else "warning"
+        assert any(line.startswith(f"- {rule} on {pipeline or 'the corpus'} since ") for line in lines[kind])
+    assert "- slow_drift on bm25 since 2026-10-26: nDCG@5 -14.0%, the worst of 2 series" in lines["error"]
+    details = " ".join(literal(m.value) for m in at.get_by_key("alert_banner_details").markdown)
+    assert all(message in details for message in rows["message"])
+    assert not any(message in " ".join(boxes.values()) for message in rows["message"])
+
+
+def with_alerts(history: Path, copy: Path, extra: list[dict]) -> Path:
+    """A copy of the history whose latest run has the `extra` alert rows too (alerts.csv columns but run_date)."""
+    shutil.copytree(history, copy)
+    rows = latest_alerts(copy)
+    day = store.read_runs(copy)["run_date"].max().strftime("%Y-%m-%d")
+    both = pd.concat([rows.assign(run_date=rows["run_date"].dt.strftime("%Y-%m-%d")),
+                      pd.DataFrame([{**row, "run_date": day} for row in extra])])
+    store.replace_date(copy, store.ALERTS, day, both[list(store.ALERTS_COLUMNS)])
+    return copy
 
 
 @pytest.fixture
 def flagged(history, tmp_path) -> Path:
     """A copy of the history with one more alert row on the latest run: a warning on dense's hit@5."""
-    copy = tmp_path / "flagged"
-    shutil.copytree(history, copy)
-    rows = latest_alerts(copy)
-    day = store.read_runs(copy)["run_date"].max().strftime("%Y-%m-%d")
-    value = store.read_metrics(copy).query("pipeline == 'dense' and metric == 'hit' and k == 5")["value"].iloc[-1]
-    extra = {"run_date": day, "rule": "floor", "pipeline": "dense", "metric": "hit@5", "value": value,
-             "baseline": value, "change_pct": 0.0, "threshold": 1.0, "severity": "warning",
-             "message": "hit@5 of dense is below its <b>floor</b> $1 *test*"}
-    both = pd.concat([rows.assign(run_date=rows["run_date"].dt.strftime("%Y-%m-%d")), pd.DataFrame([extra])])
-    store.replace_date(copy, store.ALERTS, day, both[list(store.ALERTS_COLUMNS)])
-    return copy
+    value = store.read_metrics(history).query("pipeline == 'dense' and metric == 'hit' and k == 5")["value"].iloc[-1]
+    return with_alerts(history, tmp_path / "flagged", [
+        {"rule": "floor", "pipeline": "dense", "metric": "hit@5", "value": value, "baseline": value,
+         "change_pct": 0.0, "threshold": 1.0, "severity": "warning",
+         "message": "hit@5 of dense is below its <b>floor</b> $1 *test*"}])
 
 
 def test_alert_breaches_are_highlighted_where_the_series_appears(flagged, open_app):

@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+import pandas as pd
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from streamlit.source_util import page_icon_and_name
 
+from pipeline.alerts import condition_of
 from pipeline.config import Config
 from pipeline.demo import FIRST_RUN_DAY, build_demo, demo_date
 
@@ -103,6 +105,7 @@ def _free_port() -> int:
 class Server:
     url: str
     log: Path
+    data_dir: Path | None = None
 
     def log_tail(self, lines: int = 40) -> str:
         text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
@@ -274,7 +277,7 @@ def demo_server(tmp_path_factory) -> Iterator[Server]:
         process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
                                     "--server.port", str(port)], cwd=ROOT, env=env, stdout=out,
                                    stderr=subprocess.STDOUT)
-    running = Server(f"http://{LOCAL_HOST}:{port}", log)
+    running = Server(f"http://{LOCAL_HOST}:{port}", log, Path(demo))
     try:
         deadline = time.monotonic() + START_TIMEOUT
         while not _healthy(running.url):
@@ -302,8 +305,20 @@ def test_demo_overview_names_the_decline_and_the_incident(browser, demo_server, 
     tab, context = open_demo_page(browser, demo_server, "", screenshots, "overview")
     try:
         dense = tab.locator(".st-key-overview_verdict_dense")
-        expect(dense).to_contain_text("dense: alert.")  # the month's 0.94 -> 0.77 decline is not green
-        expect(dense).to_contain_text("worse than the reference period")
+        expect(dense).to_contain_text(re.compile(r"alert\s+dense · slow_drift since 2026-11-\d\d"))  # not green
+        # one line per open condition (a pipeline's slow drift over all its series is one), each once
+        alerts = pd.read_csv(demo_server.data_dir / "alerts.csv", keep_default_na=False)
+        latest = alerts[alerts["run_date"] == alerts["run_date"].max()]
+        conditions = {condition_of(*row) for row in zip(latest["rule"], latest["pipeline"], latest["metric"])}
+        lines = tab.locator(".st-key-alert_banner_alert li, .st-key-alert_banner_warning li")
+        expect(lines).to_have_count(len(conditions))
+        assert len(conditions) < len(latest)  # the demo's slow drifts fire on several series of each pipeline
+        texts = lines.all_inner_texts()
+        for pipeline in ("bm25", "dense", "hybrid"):
+            mine = [t for t in texts if t.startswith(f"slow_drift on {pipeline} since ")]
+            assert len(mine) == 1 and re.search(r"since 2026-11-\d\d: \S+@5 -\d+\.\d%", mine[0]), texts
+        expect(tab.locator(".st-key-alert_banner_details")).to_contain_text("Details: the "
+                                                                           f"{len(latest)} alert messages")
         incident = tab.locator(".st-key-overview_incident")
         expect(incident).to_contain_text("since 2026-11-13")
         expect(incident).to_contain_text("near-duplicate")  # the cause: the run note of the event's first day

@@ -107,3 +107,48 @@ def test_the_settings_within_their_caps_load(tmp_path):
     cfg = load_config(write(tmp_path, "[fetch]\ntimeout = 600\n[alerts]\nwebhook_retries = 10\n"
                                       "[embedder]\ndevice = 'mps'\ntruncate_dim = 64\n"))
     assert (cfg.fetch.timeout, cfg.alerts.webhook_retries, cfg.embedder.device) == (600.0, 10, "mps")
+
+
+# --- a section that is off constrains nothing (issue 20) -------------------------------------------------------
+# Each rule tying one section to another: (the settings of the sections that are on, the dependent section turned
+# off, the same section turned on, the refusal then). Off, the config loads; on, the same rule still refuses.
+GENERATE = '[generation]\nmode = "generate"\nbase_url = "http://localhost:8000/v1"\nmodel = "m"\n'
+CROSS_SECTION_RULES = {
+    # the issue's case: no [generation] table at all, its default k = 5 deeper than the candidates
+    "generation.k, no [generation] table": (
+        "[retrieval]\nk = [1, 3]\ncandidate_depth = 3\n", "", GENERATE,
+        r"generation\.k: must be >= 1 and <= retrieval\.candidate_depth \(3\)"),
+    "generation.k, mode off": (
+        "[retrieval]\nk = [1, 3]\ncandidate_depth = 3\n", '[generation]\nmode = "off"\nk = 10\n',
+        GENERATE + "k = 10\n", r"generation\.k: must be >= 1 and <= retrieval\.candidate_depth \(3\)"),
+    "generation.k, logged answers (their context is logged too)": (
+        "[retrieval]\nk = [1, 3]\ncandidate_depth = 3\n",
+        '[generation]\nmode = "logged"\nlogged = "answers.jsonl"\nk = 10\n', GENERATE + "k = 10\n",
+        r"generation\.k: must be >= 1 and <= retrieval\.candidate_depth \(3\)"),
+    # rerank dropped from the pipelines while the (off) answer layer still names it
+    "generation.pipeline, mode off": (
+        '[retrieval]\npipelines = ["bm25", "dense"]\n', '[generation]\npipeline = "hybrid_rerank"\n',
+        GENERATE + 'pipeline = "hybrid_rerank"\n',
+        r"generation\.pipeline: no target 'hybrid_rerank' \(targets: bm25, dense\)"),
+}
+
+
+@pytest.mark.parametrize("on, off, enabled, message", CROSS_SECTION_RULES.values(), ids=CROSS_SECTION_RULES)
+def test_a_cross_section_rule_binds_only_when_its_section_is_on(tmp_path, on, off, enabled, message):
+    loaded = load_config(write(tmp_path, on + off))
+    assert loaded.generation.mode in ("off", "logged")
+    path = write(tmp_path, on + enabled)
+    with pytest.raises(ConfigError, match=message) as info:
+        load_config(path)
+    assert str(path) in str(info.value)
+
+
+def test_the_smallest_retrieval_loads_with_every_optional_section_at_its_defaults(tmp_path):
+    cfg = load_config(write(tmp_path, '[retrieval]\npipelines = ["bm25"]\nk = [1]\ncandidate_depth = 1\n'))
+    assert (cfg.retrieval.candidate_depth, cfg.generation.mode, cfg.generation.k) == (1, "off", 5)
+
+
+def test_generation_k_below_one_is_refused_even_when_off(tmp_path):
+    """k >= 1 is about k alone (a typo), not about another section: it is checked whatever the mode."""
+    with pytest.raises(ConfigError, match=r"generation\.k: must be >= 1"):
+        load_config(write(tmp_path, "[generation]\nk = 0\n"))

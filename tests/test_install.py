@@ -19,6 +19,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
+
+from pipeline.cli import EXIT_BAD_INPUT, main
+from tests.test_browser import EXCEPTION, PAGE_TIMEOUT, browser, wait_until_idle  # noqa: F401 (browser: a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 RSS = Path(__file__).parent / "data" / "feeds" / "rss20.xml"
@@ -59,7 +63,7 @@ def run(bindir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_the_command_and_the_module_are_installed(venv, tmp_path):
     done = run(venv, "driftwatch", "--help", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    for command in ("run", "backfill", "eval", "demo", "init", "check", "app"):
+    for command in ("run", "backfill", "eval", "demo", "init", "check", "dashboard (app)"):
         assert command in done.stdout
     assert done.stdout.startswith("usage: driftwatch")
     module = run(venv, "python", "-m", "pipeline", "check", "--help", cwd=tmp_path)
@@ -118,28 +122,71 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_the_dashboard_starts_from_the_installed_copy(venv, tmp_path):
-    port = _free_port()
-    proc = subprocess.Popen([str(venv / "driftwatch"), "app", "--data-dir", str(tmp_path / "store"), "--port",
-                             str(port), "--", "--server.headless", "true", "--server.address", "127.0.0.1"],
-                            cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+def _healthy(url: str) -> bool:
     try:
-        deadline, healthy = time.monotonic() + 60, False
-        while time.monotonic() < deadline and proc.poll() is None and not healthy:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
-                    healthy = response.read() == b"ok"
-            except OSError:
-                time.sleep(0.5)
-        if not healthy:
-            os.killpg(proc.pid, signal.SIGTERM) if proc.poll() is None else None
-            raise AssertionError(f"the dashboard did not come up (exit {proc.poll()}):\n{proc.communicate(timeout=30)[0]}")
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+            return response.read() == b"ok"
+    except OSError:
+        return False
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_driftwatch_dashboard_serves_the_overview_from_the_installed_copy(venv, tmp_path, browser):
+    """`driftwatch demo` then `driftwatch dashboard` from a directory that is not the repository: the Overview's
+    script runs (its title drawn in Chromium) from the installed app.py, and SIGTERM stops streamlit with it."""
+    store, elsewhere = tmp_path / "store", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    built = run(venv, "driftwatch", "demo", "--days", "1", "--data-dir", str(store), cwd=elsewhere)
+    assert built.returncode == 0, built.stderr
+    port, log = _free_port(), tmp_path / "dashboard.log"
+    url = f"http://127.0.0.1:{port}"
+    with log.open("wb") as out:  # its own session: whatever it leaves behind is found (and killed) by group
+        proc = subprocess.Popen([str(venv / "driftwatch"), "dashboard", "--data-dir", str(store), "--port", str(port)],
+                                cwd=elsewhere, env=_env(), stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _healthy(url):
+            assert proc.poll() is None and time.monotonic() < deadline, \
+                f"the dashboard did not come up (exit {proc.poll()}):\n{log.read_text()}"
+            time.sleep(0.2)  # the polling interval, not a wait for readiness
+        with urllib.request.urlopen(url, timeout=10) as response:
+            assert b"<title>Streamlit</title>" in response.read()
+        context = browser.new_context()
+        try:
+            tab = context.new_page()
+            tab.set_default_timeout(PAGE_TIMEOUT)
+            tab.goto(url)
+            wait_until_idle(tab)
+            expect(tab.locator(EXCEPTION)).to_have_count(0)
+            expect(tab.locator("h1").filter(has_text="Overview")).to_have_count(1)
+            expect(tab.locator(".st-key-overview_chart")).to_be_attached()
+        finally:
+            context.close()
+        proc.terminate()  # the driftwatch process only, as a service manager would
+        assert proc.wait(timeout=30) == 0
+        assert not _group_alive(proc.pid), "streamlit outlived driftwatch dashboard"
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-    out = proc.communicate(timeout=30)[0]
-    assert f"dashboard on {tmp_path / 'store'}" in out
+        if _group_alive(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    out = log.read_text()
+    assert f"serving the dashboard of {store} on {url}" in out
+    assert list(elsewhere.iterdir()) == [], "the dashboard wrote into its working directory"
+
+
+def test_dashboard_refuses_a_busy_port_in_one_line(capsys):
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        assert main(["dashboard", "--data-dir", str(ROOT), "--port", str(port)]) == EXIT_BAD_INPUT
+    assert f"error: cannot serve on 127.0.0.1:{port}: " in capsys.readouterr().err
 
 
 def test_every_package_of_pipeline_is_installed():

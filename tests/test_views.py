@@ -206,7 +206,7 @@ def test_an_alert_on_the_latest_run_makes_the_pipeline_red_and_names_the_rule(tm
     alerts = stored(tmp_path, store.ALERTS, [alert(days[-1], rule="floor", series="recall@5")])
     ok, red = (overview_views.verdict(metrics, alerts, p, 5, AlertsConfig(), names=("recall",)) for p in ("b", "p"))
     assert (red.status, ok.status) == ("alert", "ok")
-    assert red.reason.startswith("floor on recall@5.") and red.series[0].severity == "alert"
+    assert red.reason == f"floor on recall@5 since {days[-1]}." and red.series[0].severity == "alert"
     assert math.isnan(ok.series[0].reference)  # 3 runs: the reference period is not complete yet
     assert "level with" not in ok.reason and "0.900 on the first run" in ok.reason
 
@@ -544,10 +544,32 @@ def test_alerts_display_has_dates_and_no_none():
     assert (shown["pipeline"], shown["baseline"], shown["change_pct"], shown["threshold"]) == ("", "–", "–", "0.2")
 
 
-def test_open_alerts_are_named_once_per_condition():
-    rows = pd.DataFrame({"rule": ["slow_drift", "slow_drift", "slow_drift", "floor", "drift", "config_change"],
-                         "pipeline": ["bm25", "bm25", "dense", "dense", "", ""],
-                         "metric": ["mrr@5", "ndcg@5", "hit@5", "recall@5", "corpus", "model"]})
-    assert views.condition_names(rows) == ["slow_drift on bm25 (mrr@5, ndcg@5)", "slow_drift on dense (hit@5)",
-                                           "floor on dense recall@5", "drift on the corpus",
-                                           "config_change on the corpus: model"]
+def test_open_alerts_are_one_line_per_condition_with_since_and_the_worst_series(tmp_path):
+    def row(rule, pipeline, series, change, since, severity="alert", message=None):
+        return {**alert(D5, pipeline=pipeline, series=series, severity=severity, rule=rule,
+                        message=message or f"{rule} {pipeline} {series}"), "change_pct": change, "since": since}
+
+    rows = stored(tmp_path, store.ALERTS, [
+        row("slow_drift", "bm25", "mrr@5", -13.8, D1), row("slow_drift", "bm25", "ndcg@5", -15.0, D1),
+        row("slow_drift", "bm25", "recall@5", 11.1, D2, severity="warning"),  # |change| decides, not the sign
+        row("slow_drift", "dense", "hit@5", -10.2, D4, severity="warning"),
+        row("floor", "dense", "recall@5", "", ""),  # no change, no since (a store from before since): the run date
+        row("drift", "", "corpus", "", D3), row("config_change", "", "model", "", D5),
+        row("drop", "logged", "k_precision", -20.6, D5), row("drop", "logged", "faithfulness", -12.0, D5)])
+    conditions = views.open_conditions(rows)
+    assert [c.line for c in conditions] == [
+        f"slow_drift on bm25 since {D1}: nDCG@5 -15.0%, the worst of 3 series",
+        f"slow_drift on dense since {D4}: hit rate@5 -10.2%",
+        f"floor on dense since {D5}: recall@5",
+        f"drift on the corpus since {D3}",
+        f"config_change on the corpus since {D5}: model",
+        f"drop on logged since {D5}: k_precision -20.6%",  # answer metrics: each its own condition
+        f"drop on logged since {D5}: faithfulness -12.0%"]
+    bm25 = conditions[0]
+    assert (bm25.severity, bm25.since, bm25.worst, bm25.change_pct) == ("alert", pd.Timestamp(D1), "ndcg@5", -15.0)
+    assert bm25.messages == (("mrr@5", "slow_drift bm25 mrr@5"), ("ndcg@5", "slow_drift bm25 ndcg@5"),
+                             ("recall@5", "slow_drift bm25 recall@5"))
+    assert conditions[1].severity == "warning"
+    assert [c.short for c in conditions[:3]] == [f"slow_drift since {D1}", f"slow_drift since {D4}",
+                                                 f"floor on recall@5 since {D5}"]
+    assert views.open_conditions(rows.iloc[0:0]) == []

@@ -5,15 +5,17 @@ the store's frames; the corpus is only ever opened read-only. Bands and baseline
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
 import pandas as pd
 
-from pipeline.alerts import ALERT, WARNING, condition_of
+from pipeline.alerts import ALERT, CORPUS_METRIC, WARNING, condition_of
 from pipeline.config import DEFAULT_CONFIG_FILE, ENV_CONFIG, ENV_DATA_DIR, Config, load_config
 from pipeline.demo import DEMO_CONFIG
 from pipeline.gold import GoldQuestion, load_gold
@@ -143,22 +145,70 @@ def open_alerts(alerts: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
             .drop(columns="_order").reset_index(drop=True))
 
 
-def condition_names(rows: pd.DataFrame) -> list[str]:
-    """Open alert rows named once per condition (`alerts.condition_of`), in their order: "slow_drift on bm25
-    (mrr@5, ndcg@5)" for a pipeline's drop or slow drift whichever series show it, "floor on dense recall@5",
-    "drift on the corpus"."""
-    named: dict[tuple, list[str]] = {}
-    for rule, pipeline, metric in zip(rows[RULE], rows[PIPELINE].fillna(""), rows[METRIC].fillna("")):
-        named.setdefault(condition_of(rule, pipeline, metric), []).append(metric)
+@dataclass(frozen=True)
+class OpenCondition:
+    """One open condition of the latest run (`alerts.condition_of`: a pipeline's drop or slow drift whichever of
+    its series show it, any other rule per metric), from its alerts.csv rows."""
+
+    rule: str
+    pipeline: str  # "" for a rule about the corpus or the run
+    severity: str  # the most severe of its rows
+    since: pd.Timestamp  # the first run of its streak (alerts.csv `since`; the run date when it has none)
+    worst: str  # the alerts.csv metric that changed most (largest |change_pct|; the first row's when none has one)
+    change_pct: float  # that row's change in percent (NaN for a rule without one)
+    per_series: bool  # a pipeline's drop or slow drift, one condition over several series
+    messages: tuple[tuple[str, str], ...]  # (metric, message) of each of its rows, in their order
+
+    @property
+    def where(self) -> str:
+        return self.pipeline or "the corpus"
+
+    @property
+    def worst_label(self) -> str:
+        """The worst series as the pages name it ("nDCG@5"), else the metric as alerts.csv gives it."""
+        name, _, k = self.worst.partition("@")
+        return metric_label(name, int(k)) if k.isdigit() else self.worst
+
+    @property
+    def line(self) -> str:
+        """The condition in one line: rule, pipeline, since when, and the series that moved most with its
+        change, e.g. "slow_drift on bm25 since 2026-11-13: nDCG@5 -15.0%, the worst of 3 series"."""
+        text = f"{self.rule} on {self.where} since {self.since:%Y-%m-%d}"
+        shown = [self.worst_label if self.worst not in (self.rule, CORPUS_METRIC, "") else "",
+                 "" if math.isnan(self.change_pct) else f"{self.change_pct:+.1f}%"]
+        if any(shown):
+            text += ": " + " ".join(part for part in shown if part)
+        if len(self.messages) > 1:
+            text += f", the worst of {len(self.messages)} series"
+        return text
+
+    @property
+    def short(self) -> str:
+        """The condition within its pipeline's verdict: "slow_drift since 2026-11-13", "floor on recall@5 since
+        2026-11-22"."""
+        on = "" if self.per_series or self.worst in (self.rule, CORPUS_METRIC, "") else f" on {self.worst_label}"
+        return f"{self.rule}{on} since {self.since:%Y-%m-%d}"
+
+
+def open_conditions(rows: pd.DataFrame) -> list[OpenCondition]:
+    """Alert rows of one run (`open_alerts`) as one `OpenCondition` each condition, in the rows' order."""
+    if rows.empty:
+        return []
+    since = rows["since"] if "since" in rows else pd.Series("", index=rows.index)
+    since = pd.to_datetime(since.fillna("").astype(str).replace("", None), errors="coerce")
+    frame = rows.assign(_pipeline=rows[PIPELINE].fillna(""), _metric=rows[METRIC].fillna(""),
+                        _since=since.fillna(rows[RUN_DATE]), _rank=rows[SEVERITY].map(SEVERITY_RANK).fillna(0),
+                        _size=pd.to_numeric(rows["change_pct"], errors="coerce").abs())
+    frame["_condition"] = [condition_of(r, p, m) for r, p, m in zip(frame[RULE], frame["_pipeline"], frame["_metric"])]
     out = []
-    for condition, metrics in named.items():
-        rule, pipeline = condition[:2]
-        where = pipeline or "the corpus"
-        if len(condition) == 2:
-            shown = f" ({', '.join(dict.fromkeys(metrics))})"
-        else:  # corpus-wide rules name their metric when it says more than the rule ("config_change on the corpus: model")
-            shown = f" {metrics[0]}" if pipeline else ("" if metrics[0] in (rule, "corpus", "") else f": {metrics[0]}")
-        out.append(f"{rule} on {where}{shown}")
+    for condition, group in frame.groupby("_condition", sort=False):
+        sizes = group["_size"]
+        worst = group.loc[sizes.idxmax()] if sizes.notna().any() else group.iloc[0]
+        out.append(OpenCondition(
+            rule=condition[0], pipeline=condition[1], severity=SEVERITY_OF_RANK.get(int(group["_rank"].max()), ""),
+            since=group["_since"].min(), worst=worst["_metric"],
+            change_pct=float(pd.to_numeric(worst["change_pct"], errors="coerce")), per_series=len(condition) == 2,
+            messages=tuple(zip(group["_metric"], group[MESSAGE].fillna("").astype(str)))))
     return out
 
 

@@ -1,5 +1,6 @@
-"""The Overview page: per pipeline a verdict (ok / warning / alert) with its reason in a sentence, against the
-reference period and against last week, the last incident with its cause, and the cards with their sparklines.
+"""The Overview page: per pipeline a verdict (ok / warning / alert) with its reason in a sentence (its open
+conditions, else how it stands against the reference period and last week), the last incident with its cause, and
+the cards with their sparklines.
 The reference period and the baseline window are the rules' own (`pipeline.series`), never recomputed here."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pipeline.alerts import ALERT, WARNING
 from pipeline.config import AlertsConfig
 from pipeline.metrics import metric_info
 from pipeline.store import K, METRIC, PIPELINE, RULE, RUN_DATE, SEVERITY, VALUE
-from pipeline.views import SEVERITY_OF_RANK, SEVERITY_RANK, metric_label, series_name, values_of
+from pipeline.views import SEVERITY_OF_RANK, SEVERITY_RANK, metric_label, open_conditions, series_name, values_of
 
 HEADLINE_METRICS = ("hit", "recall", "mrr", "ndcg")  # the Overview's cards
 OK = "ok"
@@ -65,7 +66,7 @@ class SeriesStatus:
 class Verdict:
     pipeline: str
     status: str  # ok / warning / alert
-    reason: str  # one sentence
+    reason: str  # one sentence: the open conditions when a rule fired, else the series furthest from its reference
     series: tuple[SeriesStatus, ...]
     worst: SeriesStatus | None  # the series furthest from its reference on the harmful side
 
@@ -132,8 +133,9 @@ def verdict(metrics: pd.DataFrame, alerts: pd.DataFrame, pipeline: str, k: int, 
             names: Sequence[str] = HEADLINE_METRICS) -> Verdict:
     """One pipeline's status on the latest run: "alert" when an alert fired on one of its series, "warning"
     when a warning did or a series is worse than its reference period or a week ago by more than the drop
-    rule's practical threshold (large but not, or not yet, significant), else "ok"; the reason names the
-    rules that fired and the series furthest from its reference."""
+    rule's practical threshold (large but not, or not yet, significant), else "ok". The reason names the open
+    conditions on its series and since when (`views.OpenCondition.short`; their lines say how much), else
+    describes the series furthest from its reference."""
     statuses = tuple(s for s in (series_status(metrics, alerts, pipeline, m, k, config) for m in names) if s)
     if not statuses:
         return Verdict(pipeline, OK, "no values yet", (), None)
@@ -149,10 +151,10 @@ def verdict(metrics: pd.DataFrame, alerts: pd.DataFrame, pipeline: str, k: int, 
     large = [s for s in statuses if distance(s) > series.drop_threshold(config, series_name(s.metric, s.k))]
     status = SEVERITY_OF_RANK.get(rank) or (WARNING if large else OK)
     sentence = describe(worst) + "."
-    if len(fired):
-        names_fired = sorted(set(fired[METRIC]))
-        rules = ", ".join(sorted(set(fired[RULE])))
-        sentence = f"{rules} on {', '.join(names_fired)}. " + sentence
+    if len(fired):  # the open conditions say how (the banner, one line each): here only which, since when
+        ordered = fired.assign(_rank=-fired[SEVERITY].map(SEVERITY_RANK).fillna(0))
+        ordered = ordered.sort_values(["_rank", RULE, METRIC], kind="stable")
+        sentence = "; ".join(c.short for c in open_conditions(ordered)) + "."
     elif large:
         sentence = ("Worse than the drop rule's practical threshold, but no rule fired (not significant "
                     "against the per-question noise, or not yet). " + sentence)
