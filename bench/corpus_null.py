@@ -254,9 +254,13 @@ def _null_stream(job: tuple[str, int, News, DriftConfig]) -> dict:
     days = [news.days[d] for d in order]
     began = time.perf_counter()
     frame = stream_drift(days, news, config, range(warmup(config), n))
-    counts = {label: dataclasses.asdict(Count.of(frame, replay(frame, dataclasses.replace(config, **changes))))
-              for label, changes in SETTINGS}
-    return {"kind": kind, "seed": seed, "seconds": time.perf_counter() - began, "counts": counts}
+    counts, pages = {}, []
+    for label, changes in SETTINGS:
+        fired = replay(frame, dataclasses.replace(config, **changes))
+        counts[label] = dataclasses.asdict(Count.of(frame, fired))
+        if not changes:  # what the defaults' pages said
+            pages = [f"{a.run_date}: {a.message[:240]}" for a in fired if a.new and a.severity == ALERT]
+    return {"kind": kind, "seed": seed, "seconds": time.perf_counter() - began, "counts": counts, "pages": pages}
 
 
 def real_order(news: News, config: DriftConfig) -> dict:
@@ -301,6 +305,7 @@ def format_report(result: dict) -> str:
         c = Count(**r["counts"][label])
         lines.append(f"{r['kind'] + ' ' + str(r['seed']):<26}{c.days:>6}{c.drifted_days:>9}{c.warnings:>10}"
                      f"{c.pages:>7}{c.pages_per_90:>11.2f}")
+    lines += [f"  {r['kind']} {r['seed']}, {page}" for r in result["streams"] for page in r.get("pages", [])]
     lines += ["", "pages per 90 days by rule setting (same verdicts replayed):",
               f"{'setting':<44}{'permutation':>12}{'block':>8}{'pooled':>8}{'worst':>7}{'real order':>12}"]
     for label, _ in SETTINGS:
