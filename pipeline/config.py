@@ -209,6 +209,7 @@ class DriftConfig:
     query_window_days: int = 7  # the current window of the query log
 
 
+DRIFT_RULE_KEYS = ("confirm_windows", "confirm_of", "page_alpha")  # settings of the drift alert rule, not measured
 DRIFT_FAMILY_SIZE = 7  # len(drift.FAMILY): the smallest Holm-adjusted permutation p is this / (draws + 1)
 
 # Relative change that counts as practically large for the drop and slow-drift rules, by criticality preset.
@@ -346,6 +347,8 @@ class Config:
         }
         for key in _PLACEMENT:
             del settings["embedder"][key]
+        for key in DRIFT_RULE_KEYS:  # when a drift pages: the alert rule's, not the measurement's
+            del settings["drift"][key]
         if self.embedder.backend == "torch":  # absent for torch, so a config from before backends keeps its hash
             del settings["embedder"]["backend"]
         if self.targets:  # absent when none, so a config from before targets keeps its hash

@@ -95,6 +95,11 @@ def test_config_hash_tracks_what_changes_results(tmp_path):
     b = load_config(write(tmp_path, "[retrieval]\nrrf_k = 10\n"))
     assert a.config_hash() != b.config_hash()
     assert a.config_hash() == a.replace(data_dir=tmp_path / "other").config_hash()
+    # When a drift pages is the alert rule's setting, not the measurement's; the draws on a drifted window are.
+    rule = load_config(write(tmp_path, "[drift]\nconfirm_windows = 1\nconfirm_of = 2\npage_alpha = 0.001\n"
+                                       "page_permutations = 8000\n"))
+    draws = load_config(write(tmp_path, "[drift]\npage_permutations = 8000\n"))
+    assert rule.config_hash() == draws.config_hash() != a.config_hash()
 
 
 def test_url_schemes_are_case_insensitive(tmp_path):
