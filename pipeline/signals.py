@@ -44,7 +44,8 @@ def seen_before(history: pd.DataFrame, pipeline: str) -> dict[tuple[int, str], s
     earlier dates only)."""
     rows = history[history[store.PIPELINE] == pipeline]
     seen: dict[tuple[int, str], set[str]] = {}
-    for k, qid, retrieved in zip(rows[store.K], rows[store.QUESTION_ID], rows[store.RETRIEVED]):
+    # Each distinct (k, question, top k) once: on most days a question's top k is the one of the day before.
+    for k, qid, retrieved in set(zip(rows[store.K].tolist(), rows[store.QUESTION_ID], rows[store.RETRIEVED])):
         seen.setdefault((int(k), qid), set()).update(store.split_ids(retrieved))
     return seen
 

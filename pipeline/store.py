@@ -130,6 +130,8 @@ def join_ids(ids: Sequence[str]) -> str:
 def split_ids(value: str) -> list[str]:
     if not isinstance(value, str) or not value:
         return []
+    if "%" not in value:  # every escape starts with '%': nothing to decode (most rows; a year of history is 10^5)
+        return value.split(" ")
 
     def decode(doc_id: str) -> str:
         for char, code in reversed(_ID_ESCAPES):
