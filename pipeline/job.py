@@ -680,17 +680,21 @@ class DocumentTexts(Mapping):
         return len(self.corpus.snapshot_keys(self.run_date))
 
 
-def evaluate_run_alerts(config: Config, run_date: date, run: dict) -> tuple[list[Alert], list[Alert]]:
+def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question: pd.DataFrame | None = None
+                        ) -> tuple[list[Alert], list[Alert]]:
     """The alert rules over the stored series, with this run's runs.csv row (not yet written) included.
+    `per_question`: per_question.csv as stored, when the caller has it (see `store.with_rows`).
 
     Returns every alert of the run and those to notify: the new ones, less any that an earlier
     execution of the same date already recorded (a re-run does not page anyone twice)."""
     data_dir = config.data_dir
+    if per_question is None:
+        per_question = store.read_per_question(data_dir)
     runs = store.read_runs(data_dir)
     today = pd.DataFrame([run]).astype({"run_date": "datetime64[ns]"})
     runs = pd.concat([runs[runs["run_date"] != pd.Timestamp(run_date)], today], ignore_index=True)
     stored = store.read(data_dir, store.ALERTS)
-    alerts = evaluate_alerts(run_date, store.read_metrics(data_dir), store.read_per_question(data_dir),
+    alerts = evaluate_alerts(run_date, store.read_metrics(data_dir), per_question,
                              store.read(data_dir, store.DRIFT), runs, config.alerts, config.retrieval.k,
                              stored[stored["run_date"] < pd.Timestamp(run_date)], config.drift,
                              store.read(data_dir, store.TARGETS), *answers.alert_inputs(config))
@@ -775,8 +779,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         question_rows: list[dict] = []
         top1: list[tuple[str, float]] = []
         signal_rows: list[dict] = []
-        history = store.read_per_question(data_dir)
-        history = history[history[store.RUN_DATE] < pd.Timestamp(run_date)]
+        stored_questions = store.read_per_question(data_dir)  # read once: the signals' history, the alert rules'
+        history = stored_questions[stored_questions[store.RUN_DATE] < pd.Timestamp(run_date)]
         indexed = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=builtin))
         counts = corpus.counts(run_date)
         memoized = _memoized(config, corpus, run_date, gold, counts) if builtin else None
@@ -877,7 +881,9 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             store.replace_date(data_dir, store.TARGETS, run_date, target_rows)
         if answered_run is not None:
             answers.write_run(data_dir, run_date, answered_run)
-        alerts, to_notify = evaluate_run_alerts(config, run_date, run)
+        alerts, to_notify = evaluate_run_alerts(config, run_date, run,
+                                                store.with_rows(stored_questions, store.PER_QUESTION, run_date,
+                                                                question_rows))
         notifying = notify and config.alerts.webhook_url is not None
         if notifying:  # before alerts.csv: a run killed from here on still leaves them to deliver
             enqueue(data_dir, to_notify)
@@ -886,6 +892,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         run["finished_at"] = _now()
         run["events"] = with_events(run["events"], export(config, [run_date], pending=run, corpus=corpus))
         store.replace_date(data_dir, store.RUNS, run_date, [run])
+        store.seal(data_dir)
     notified = None
     if notifying:  # this run's new alerts and any an earlier run could not deliver
         notified = deliver(data_dir, config.alerts.webhook_url, timeout=config.alerts.webhook_timeout,
