@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import logging
 import math
@@ -16,6 +17,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import numpy as np
 import pandas as pd
+import scipy
 
 from pipeline import answers, drift, indexes, memo, signals, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
@@ -58,8 +60,10 @@ class RunResult:
 
 def _import_early(name: str) -> None:
     """Start importing module `name` on a thread. scipy.stats (about 1 s to import) is first needed late in a
-    run, by the top-1 KS signal; imported meanwhile, it overlaps with the run's SQLite reads and file writes,
-    which release the GIL. Python's import locks make the main thread wait for it if it gets there first."""
+    run, by the top-1 KS signal; imported meanwhile, it overlaps with the indexing and searching (FAISS, SQLite,
+    numpy), which release the GIL. Python's import locks make the main thread wait for it if it gets there first.
+    A run that reads the memo imports it when a KS test is not in the memo too (the import would mostly hold the
+    GIL against that run's pandas and Python work, and a re-run needs none)."""
     if name not in sys.modules:
         threading.Thread(target=importlib.import_module, args=(name,), name=f"import {name}", daemon=True).start()
 
@@ -757,7 +761,6 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
     therefore means the date's other rows are complete. Notification comes last and never fails the run.
     """
     started, t0 = _now(), time.perf_counter()
-    _import_early("scipy.stats")
     data_dir = config.data_dir
     embedder = embedder or Embedder(config.embedder)
     gold, externals = check_inputs(config, run_date, embedder)  # bad input stops the run before anything is written
@@ -796,6 +799,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             embedded = Embedded(np.zeros((0, 0), np.float32), 0)
             drift_found = memoized.drift
         else:
+            _import_early("scipy.stats")  # for the top-1 KS tests, while the corpus is indexed and evaluated
             chunked: dict[tuple[str, str], list[Chunk]] = {}  # each document split once per run
             keys, chunks, valid_from = corpus_chunks(config, corpus, run_date, chunked)
             n_chunks = len(chunks)
@@ -836,6 +840,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         by_pipeline_questions = {p: [r for r in question_rows if r["pipeline"] == p] for p in builtin}
         metric_rows, question_rows = [], []
         ranked_by_target: dict[str, list[Ranking]] = {}
+        # The top-1 KS tests of a re-run are those of the run before (and scipy.stats, 1 s to import, is not needed).
+        ks = memo.Calls(data_dir, "top1_ks", scipy=scipy.__version__)
         for target in target_list(config):
             if target.kind == "builtin":
                 pipeline = target.pipeline or target.name
@@ -854,7 +860,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                 question_rows += per_question
             ranked_by_target[target.name] = ranked
             signal_rows += signals.signal_rows(run_date.isoformat(), target.name, ranked, gold, config.retrieval.k,
-                                               history, config.alerts.window)
+                                               history, config.alerts.window, functools.partial(ks, signals.top1_ks))
         drift_rows_ = drift_table(config, corpus, embedder, run_date, drift_found, top1)
         fetched = [o for o in outcomes if not o.replayed]
         failed = [o for o in fetched if not o.ok]  # sources.collect has logged each with its URL
@@ -877,6 +883,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         store.replace_date(data_dir, store.METRICS, run_date, metric_rows)
         store.replace_date(data_dir, store.DRIFT, run_date, drift_rows_)
         store.replace_date(data_dir, store.SIGNALS, run_date, signal_rows)
+        ks.save()
         if config.targets:
             store.replace_date(data_dir, store.TARGETS, run_date, target_rows)
         if answered_run is not None:
