@@ -305,17 +305,17 @@ def against_floor(days: dict[int, dict[str, float]], floors: dict[str, float]) -
 NEWS = ROOT.parent / "shared" / "data" / "news-2025-autumn"
 
 
-def news(out: Path, repeat: int = 5) -> None:
+def news(out: Path, repeat: int = 5, stream: Path = NEWS) -> None:
     """The 60-day news backfill (bench.alerts.clean_news: built once per version of pipeline/, cached), then on
     fresh copies of it: its last day run again, and the next day (nothing new), each in a fresh process."""
     from bench.alerts import NEWS_END, clean_news, news_config
     from pipeline.config import to_toml
 
-    if not NEWS.is_dir():
-        print(f"\n{NEWS}: not here; the real-news rows are skipped")
+    if not stream.is_dir():
+        print(f"\n{stream}: not here; the real-news rows are skipped")
         return
     t0 = time.perf_counter()
-    clean = clean_news(NEWS, out, fresh=False)
+    clean = clean_news(stream, out, fresh=False)
     built = time.perf_counter() - t0
     days = [("re-run of the last day", NEWS_END), ("next day, none new", NEWS_END + timedelta(days=1)),
             ("next day again", NEWS_END + timedelta(days=1))]
@@ -327,7 +327,7 @@ def news(out: Path, repeat: int = 5) -> None:
         shutil.rmtree(copy, ignore_errors=True)
         shutil.copytree(clean, copy)
         config = out / "news-copy.toml"
-        config.write_text(to_toml(news_config(NEWS, copy)), encoding="utf-8")
+        config.write_text(to_toml(news_config(stream, copy)), encoding="utf-8")
         for label, day in days:
             run = timed_run(config, day)
             seen[label].append(run.seconds)
@@ -411,6 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "scale")
     parser.add_argument("--repeat", type=int, default=5,
                         help="runs of each day of the daily and news tables (on copies) and of each floor step")
+    parser.add_argument("--news", type=Path, default=NEWS, help="the news stream folder (with daily/)")
     parser.add_argument("--texts", type=int, default=2000, help="texts of the throughput table")
     parser.add_argument("--ray-texts", type=int, default=10000, help="texts of the Ray table")
     parser.add_argument("--ray-workers", type=int, default=2)
@@ -427,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     if days and floors:
         against_floor(days, floors)
     if args.part in ("news", "all"):
-        news(args.out, args.repeat)
+        news(args.out, args.repeat, args.news)
     if args.part in ("throughput", "all"):
         throughput(args.texts)
     if args.part in ("ray", "all"):
