@@ -180,6 +180,12 @@ def timed_run(config: Path, day: date, **env: str) -> Timed:
     return Timed(seconds, int(rss[-1].split()[1]) / 1024 if rss else float("nan"), tuple(heavy[-1]) if heavy else ())
 
 
+def bytecode() -> str:
+    """How the timed processes get pipeline/'s bytecode (for the tables' titles)."""
+    return ("no bytecode cache: each process compiles pipeline/" if os.environ.get("PYTHONDONTWRITEBYTECODE")
+            else "bytecode cached, as an installed package has it")
+
+
 def load() -> str:
     """The machine's load averages (1, 5, 15 minutes): on a shared machine the figures move with them."""
     return " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "n/a"
@@ -235,7 +241,8 @@ def daily(sizes: list[int], out: Path, repeat: int = 5) -> dict[int, dict[str, f
     medians = {n: {c: float(np.median(v)) for c, v in zip(columns, seen[n])} for n in sizes}
     rows = [[n, built[n][1], built[n][2], *medians[n].values(), rss[n]] for n in sizes]
     table("Daily cost against corpus size (python -m pipeline run in a fresh process, imports included; "
-          f"random unit vectors in the embedding cache; median of {repeat}; load average {' -> '.join(loads)})",
+          f"random unit vectors in the embedding cache; median of {repeat}; {bytecode()}; "
+          f"load average {' -> '.join(loads)})",
           ["documents", "setup s", "first run s", *columns, "peak MB"], rows)
     if repeat > 1:
         table("The same runs' range (min to max)", ["documents", *columns],
@@ -265,6 +272,7 @@ def floor(repeat: int = 5, top: int = 12) -> dict[str, float]:
     """Each step of the floor in a fresh process (the steps alternating, median of `repeat`), and where the
     imports of a run go by `python -X importtime` (self time summed per top-level package). Returns the medians."""
     seen: dict[str, list[float]] = {label: [] for label, _ in FLOOR_STEPS}
+    subprocess.run([sys.executable, "-c", FLOOR_STEPS[-1][1]], check=True, cwd=ROOT)  # the bytecode cache filled
     loads = [load()]
     for _ in range(repeat):
         for label, code in FLOOR_STEPS:
@@ -273,7 +281,7 @@ def floor(repeat: int = 5, top: int = 12) -> dict[str, float]:
             seen[label].append(time.perf_counter() - t0)
     loads.append(load())
     medians = {label: float(np.median(v)) for label, v in seen.items()}
-    table(f"The import floor (fresh processes, median of {repeat}; load average {' -> '.join(loads)})",
+    table(f"The import floor (fresh processes, median of {repeat}; {bytecode()}; load average {' -> '.join(loads)})",
           ["what", "median s", "range s"], [[label, medians[label], _spread(v)] for label, v in seen.items()])
     done = subprocess.run([sys.executable, "-X", "importtime", "-c", FLOOR_STEPS[3][1]], capture_output=True,
                           text=True, check=True, cwd=ROOT)
@@ -334,7 +342,7 @@ def news(out: Path, repeat: int = 5, stream: Path = NEWS) -> None:
             heavy[label].update(run.heavy)
     loads.append(load())
     table(f"The real news stream ({clean}, 60 days, about 1,040 documents; backfill {built:.0f} s, cached; "
-          f"median of {repeat} on fresh copies; load average {' -> '.join(loads)})",
+          f"median of {repeat} on fresh copies; {bytecode()}; load average {' -> '.join(loads)})",
           ["day", "median s", "range s", "heavy imports"],
           [[label, float(np.median(v)), _spread(v), " ".join(sorted(heavy[label])) or "none"]
            for label, v in seen.items()])
@@ -417,7 +425,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ray-workers", type=int, default=2)
     parser.add_argument("--ray-words", type=int, default=40,
                         help="words per text of the Ray table (40: a news item; 128: a chunk)")
+    parser.add_argument("--no-pyc", action="store_true",
+                        help="leave PYTHONDONTWRITEBYTECODE as it is (if set, every timed process compiles pipeline/)")
     args = parser.parse_args(argv)
+    if not args.no_pyc:  # the processes timed run as an installed package does: bytecode compiled once, not per run
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        os.environ.setdefault("PYTHONPYCACHEPREFIX", str(args.out / "pycache"))
     if args.part in ("quality", "all"):
         quality(args.demo)
     days = floors = None
