@@ -415,13 +415,15 @@ def with_rows(frame: pd.DataFrame, name: str, run_date: date | str, rows: pd.Dat
               ) -> pd.DataFrame:
     """What `read` gives after `replace_date(data_dir, name, run_date, rows)`, from what it gave before (`frame`),
     without reading the file again: the rows go through the same CSV text and typed parsing."""
-    day = str(run_date)
-    body = _body(name, day, rows)
+    day = pd.Timestamp(str(run_date))
+    body = _body(name, str(run_date), rows)
     new = _parse(io.BytesIO(body), name, header=False) if body else _empty(name)
-    kept = frame[frame[RUN_DATE] != pd.Timestamp(day)]
+    kept = frame[frame[RUN_DATE] != day]
     if kept.empty or new.empty:  # (concatenating an empty frame warns in pandas)
         return (new if kept.empty else kept).reset_index(drop=True)
-    return pd.concat([kept, new], ignore_index=True).sort_values(RUN_DATE, kind="stable", ignore_index=True)
+    merged = pd.concat([kept, new], ignore_index=True)
+    # As stored, rows are sorted by date: after the last date (a day's run) the rows go at the end, else in place.
+    return merged if kept[RUN_DATE].iloc[-1] < day else merged.sort_values(RUN_DATE, kind="stable", ignore_index=True)
 
 
 def _journal(path: Path) -> Path:
