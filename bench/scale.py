@@ -1,5 +1,6 @@
-"""Daily cost against corpus size, embedding backends against raw torch encode, Ray against in-process,
-and the dense quality of each backend on the demo: printed tables (python -m bench.scale [--part ...])."""
+"""Daily cost against corpus size, the import floor of a run, the real news stream's re-run and no-op day,
+embedding backends against raw torch encode, Ray against in-process, and the dense quality of each backend on the
+demo: printed tables (python -m bench.scale [--part ...])."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import tempfile
 import time
 from datetime import date, timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -147,12 +149,24 @@ def build_corpus(folder: Path, n_docs: int, seed: int = 0) -> Path:
     return folder / "monitor.toml"
 
 
-def timed_run(config: Path, day: date, **env: str) -> tuple[float, float]:
-    """Wall-clock seconds of `python -m pipeline run` in a fresh process (imports included) and its peak RSS (MB):
+# The imports a day with nothing new should not need (the model, the indexes, Evidently, the statistics library,
+# the feed parser): a run lists those it made.
+HEAVY = ("torch", "sentence_transformers", "faiss", "bm25s", "evidently", "sklearn", "scipy.stats", "feedparser")
+
+
+class Timed(NamedTuple):
+    seconds: float
+    peak_mb: float
+    heavy: tuple[str, ...]  # the HEAVY modules the run imported
+
+
+def timed_run(config: Path, day: date, **env: str) -> Timed:
+    """Wall-clock seconds of `python -m pipeline run` in a fresh process (imports included), its peak RSS (MB):
     the process's own high-water mark (VmHWM), not `ru_maxrss`, which Linux carries over exec from the forking
-    process (this bench, once it has built a large corpus)."""
+    process (this bench, once it has built a large corpus), and the heavy modules it imported."""
     code = ("import sys; from pipeline.cli import main; rc = main(sys.argv[1:]); "
             "print('MAXRSS', [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0]); "
+            f"print('HEAVY', *[m for m in {HEAVY!r} if m in sys.modules]); "
             "sys.exit(rc)")
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code, "run", "--config", str(config), "--date", day.isoformat()],
@@ -160,8 +174,25 @@ def timed_run(config: Path, day: date, **env: str) -> tuple[float, float]:
     seconds = time.perf_counter() - t0
     if done.returncode not in (0, 1):
         raise SystemExit(f"run {day} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    rss = [line for line in done.stdout.splitlines() if line.startswith("MAXRSS")]
-    return seconds, int(rss[-1].split()[1]) / 1024 if rss else float("nan")
+    lines = done.stdout.splitlines()
+    rss = [line for line in lines if line.startswith("MAXRSS")]
+    heavy = [line.split()[1:] for line in lines if line.startswith("HEAVY")]
+    return Timed(seconds, int(rss[-1].split()[1]) / 1024 if rss else float("nan"), tuple(heavy[-1]) if heavy else ())
+
+
+def bytecode() -> str:
+    """How the timed processes get pipeline/'s bytecode (for the tables' titles)."""
+    return ("no bytecode cache: each process compiles pipeline/" if os.environ.get("PYTHONDONTWRITEBYTECODE")
+            else "bytecode cached, as an installed package has it")
+
+
+def load() -> str:
+    """The machine's load averages (1, 5, 15 minutes): on a shared machine the figures move with them."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "n/a"
+
+
+def _spread(values: list[float]) -> str:
+    return f"{min(values):.2f}-{max(values):.2f}"
 
 
 def _copy(folder: Path, to: Path) -> Path:
@@ -173,10 +204,13 @@ def _copy(folder: Path, to: Path) -> Path:
     return config
 
 
-def daily(sizes: list[int], out: Path, repeat: int = 1) -> None:
+NEW_DAY, NONE_NEW, RERUN = "100 new s", "none new s", "re-run s"
+
+
+def daily(sizes: list[int], out: Path, repeat: int = 5) -> dict[int, dict[str, float]]:
     """Each day's cost at each size; with `repeat` > 1 the days after the first run are run on that many copies
     of the directory as the first run left it (the sizes alternating), and the median is shown with the range:
-    a shared machine's noise is a second either way."""
+    a shared machine's noise is a second either way. Returns each size's medians by column."""
     built: dict[int, tuple[Path, float, float]] = {}
     for n in sizes:
         folder = out / f"daily-{n}"
@@ -184,11 +218,13 @@ def daily(sizes: list[int], out: Path, repeat: int = 1) -> None:
         t0 = time.perf_counter()
         config = build_corpus(folder, n)
         setup = time.perf_counter() - t0
-        first, _ = timed_run(config, DAY0)  # the first run: every index built, every vector read
+        first = timed_run(config, DAY0).seconds  # the first run: every index built, every vector read
         built[n] = (folder, setup, first)
-    columns = ["100 new s", "none new s", "re-run s", "none, no memo s"]
+    columns = [NEW_DAY, NONE_NEW, RERUN, "none, no memo s"]
     seen: dict[int, list[list[float]]] = {n: [[] for _ in columns] for n in sizes}
     rss: dict[int, float] = {n: 0.0 for n in sizes}
+    heavy: dict[int, list[set[str]]] = {n: [set() for _ in columns] for n in sizes}
+    loads = [load()]
     for i in range(repeat):
         for n in sizes:
             folder = built[n][0]
@@ -197,21 +233,119 @@ def daily(sizes: list[int], out: Path, repeat: int = 1) -> None:
                     timed_run(config, DAY0 + timedelta(days=2)),  # nothing new
                     timed_run(config, DAY0 + timedelta(days=2)),  # the same date again
                     timed_run(config, DAY0 + timedelta(days=3), DRIFTWATCH_NO_MEMO="1")]  # no memo
-            for column, (seconds, peak) in zip(seen[n], runs):
-                column.append(seconds)
-                rss[n] = max(rss[n], peak)
-    rows = [[n, built[n][1], built[n][2], *[float(np.median(c)) for c in seen[n]], rss[n]] for n in sizes]
+            for column, imported, run in zip(seen[n], heavy[n], runs):
+                column.append(run.seconds)
+                imported.update(run.heavy)
+                rss[n] = max(rss[n], run.peak_mb)
+    loads.append(load())
+    medians = {n: {c: float(np.median(v)) for c, v in zip(columns, seen[n])} for n in sizes}
+    rows = [[n, built[n][1], built[n][2], *medians[n].values(), rss[n]] for n in sizes]
     table("Daily cost against corpus size (python -m pipeline run in a fresh process, imports included; "
-          f"random unit vectors in the embedding cache; median of {repeat})",
+          f"random unit vectors in the embedding cache; median of {repeat}; {bytecode()}; "
+          f"load average {' -> '.join(loads)})",
           ["documents", "setup s", "first run s", *columns, "peak MB"], rows)
     if repeat > 1:
         table("The same runs' range (min to max)", ["documents", *columns],
-              [[n, *[f"{min(c):.2f}-{max(c):.2f}" for c in seen[n]]] for n in sizes])
+              [[n, *[_spread(c) for c in seen[n]]] for n in sizes])
         if len(sizes) > 1:
             a, b = sizes[-2], sizes[-1]
             ratios = [y / x for x, y in zip(seen[a][0], seen[b][0])]
             print(f"\n100-new-document day, {b} against {a} documents, run by run: "
                   + ", ".join(f"{r:.2f}x" for r in ratios) + f" (median {float(np.median(ratios)):.2f}x)")
+    table("Heavy modules each day imported (of " + ", ".join(HEAVY) + ")", ["documents", *columns],
+          [[n, *[" ".join(sorted(h)) or "none" for h in heavy[n]]] for n in sizes])
+    return medians
+
+
+# --- the import floor: what a run costs before it does anything -------------------------------------------
+
+FLOOR_STEPS = (
+    ("python -c pass (the interpreter)", "pass"),
+    ("import pipeline.cli", "import pipeline.cli"),
+    ("import pipeline.cli, pipeline.job (what run imports)", "import pipeline.cli, pipeline.job"),
+    ("... and scipy.stats (a new top-1 KS test)", "import pipeline.cli, pipeline.job, scipy.stats"),
+)
+RUN_FLOOR, KS_FLOOR = FLOOR_STEPS[2][0], FLOOR_STEPS[3][0]
+
+
+def floor(repeat: int = 5, top: int = 12) -> dict[str, float]:
+    """Each step of the floor in a fresh process (the steps alternating, median of `repeat`), and where the
+    imports of a run go by `python -X importtime` (self time summed per top-level package). Returns the medians."""
+    seen: dict[str, list[float]] = {label: [] for label, _ in FLOOR_STEPS}
+    subprocess.run([sys.executable, "-c", FLOOR_STEPS[-1][1]], check=True, cwd=ROOT)  # the bytecode cache filled
+    loads = [load()]
+    for _ in range(repeat):
+        for label, code in FLOOR_STEPS:
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+            seen[label].append(time.perf_counter() - t0)
+    loads.append(load())
+    medians = {label: float(np.median(v)) for label, v in seen.items()}
+    table(f"The import floor (fresh processes, median of {repeat}; {bytecode()}; load average {' -> '.join(loads)})",
+          ["what", "median s", "range s"], [[label, medians[label], _spread(v)] for label, v in seen.items()])
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", FLOOR_STEPS[3][1]], capture_output=True,
+                          text=True, check=True, cwd=ROOT)
+    per_package: dict[str, float] = {}
+    for line in done.stderr.splitlines():
+        parts = line.removeprefix("import time:").split("|")
+        if len(parts) == 3 and parts[0].strip().isdigit():
+            package = parts[2].strip().split(".")[0]
+            per_package[package] = per_package.get(package, 0.0) + int(parts[0]) / 1e6
+    total = sum(per_package.values())
+    ranked = sorted(per_package.items(), key=lambda item: -item[1])[:top]
+    table(f"python -X importtime -c '{FLOOR_STEPS[3][1]}': self time per top-level package ({total:.2f} s in all, "
+          "importtime's own overhead included)", ["package", "s", "share"],
+          [[name, seconds, f"{seconds / total:.0%}"] for name, seconds in ranked])
+    return medians
+
+
+def against_floor(days: dict[int, dict[str, float]], floors: dict[str, float]) -> None:
+    """The no-op day and the re-run against the floor of the imports each cannot avoid."""
+    rows = []
+    for n, medians in days.items():
+        rows.append([n, NONE_NEW, medians[NONE_NEW], KS_FLOOR, medians[NONE_NEW] / floors[KS_FLOOR]])
+        rows.append([n, RERUN, medians[RERUN], RUN_FLOOR, medians[RERUN] / floors[RUN_FLOOR]])
+    table("Against the floor (medians)", ["documents", "day", "s", "floor", "x floor"], rows)
+
+
+# --- the real news stream: re-running its last day, and a day with nothing new ------------------------------
+
+NEWS = ROOT.parent / "shared" / "data" / "news-2025-autumn"
+
+
+def news(out: Path, repeat: int = 5, stream: Path = NEWS) -> None:
+    """The 60-day news backfill (bench.alerts.clean_news: built once per version of pipeline/, cached), then on
+    fresh copies of it: its last day run again, and the next day (nothing new), each in a fresh process."""
+    from bench.alerts import NEWS_END, clean_news, news_config
+    from pipeline.config import to_toml
+
+    if not stream.is_dir():
+        print(f"\n{stream}: not here; the real-news rows are skipped")
+        return
+    t0 = time.perf_counter()
+    clean = clean_news(stream, out, fresh=False)
+    built = time.perf_counter() - t0
+    days = [("re-run of the last day", NEWS_END), ("next day, none new", NEWS_END + timedelta(days=1)),
+            ("next day again", NEWS_END + timedelta(days=1))]
+    seen: dict[str, list[float]] = {label: [] for label, _ in days}
+    heavy: dict[str, set[str]] = {label: set() for label, _ in days}
+    loads = [load()]
+    for _ in range(repeat):
+        copy = out / "news-copy"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(clean, copy)
+        config = out / "news-copy.toml"
+        config.write_text(to_toml(news_config(stream, copy)), encoding="utf-8")
+        for label, day in days:
+            run = timed_run(config, day)
+            seen[label].append(run.seconds)
+            heavy[label].update(run.heavy)
+    loads.append(load())
+    table(f"The real news stream ({clean}, 60 days, about 1,040 documents; backfill {built:.0f} s, cached; "
+          f"median of {repeat} on fresh copies; {bytecode()}; load average {' -> '.join(loads)})",
+          ["day", "median s", "range s", "heavy imports"],
+          [[label, float(np.median(v)), _spread(v), " ".join(sorted(heavy[label])) or "none"]
+           for label, v in seen.items()])
 
 
 # --- embedding throughput and Ray --------------------------------------------------------------------------
@@ -277,22 +411,37 @@ def ray_against_local(n: int, workers: int, length: int = 128) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--part", choices=["quality", "throughput", "daily", "ray", "all"], default="all")
+    parser.add_argument("--part", choices=["quality", "throughput", "daily", "floor", "noop", "news", "ray", "all"],
+                        default="all", help="noop: the daily table, the floor and the ratio between them")
     parser.add_argument("--demo", type=Path, default=DEMO, help="a built demo data directory (with demo.toml)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000],
                         help="corpus sizes of the daily-cost table")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "scale")
-    parser.add_argument("--repeat", type=int, default=1, help="runs of each day of the daily table (on copies)")
+    parser.add_argument("--repeat", type=int, default=5,
+                        help="runs of each day of the daily and news tables (on copies) and of each floor step")
+    parser.add_argument("--news", type=Path, default=NEWS, help="the news stream folder (with daily/)")
     parser.add_argument("--texts", type=int, default=2000, help="texts of the throughput table")
     parser.add_argument("--ray-texts", type=int, default=10000, help="texts of the Ray table")
     parser.add_argument("--ray-workers", type=int, default=2)
     parser.add_argument("--ray-words", type=int, default=40,
                         help="words per text of the Ray table (40: a news item; 128: a chunk)")
+    parser.add_argument("--no-pyc", action="store_true",
+                        help="leave PYTHONDONTWRITEBYTECODE as it is (if set, every timed process compiles pipeline/)")
     args = parser.parse_args(argv)
+    if not args.no_pyc:  # the processes timed run as an installed package does: bytecode compiled once, not per run
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        os.environ.setdefault("PYTHONPYCACHEPREFIX", str(args.out / "pycache"))
     if args.part in ("quality", "all"):
         quality(args.demo)
-    if args.part in ("daily", "all"):
-        daily(args.sizes, args.out, args.repeat)
+    days = floors = None
+    if args.part in ("daily", "noop", "all"):
+        days = daily(args.sizes, args.out, args.repeat)
+    if args.part in ("floor", "noop", "all"):
+        floors = floor(args.repeat)
+    if days and floors:
+        against_floor(days, floors)
+    if args.part in ("news", "all"):
+        news(args.out, args.repeat, args.news)
     if args.part in ("throughput", "all"):
         throughput(args.texts)
     if args.part in ("ray", "all"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import logging
 import math
@@ -16,6 +17,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import numpy as np
 import pandas as pd
+import scipy
 
 from pipeline import answers, drift, indexes, memo, signals, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
@@ -58,8 +60,10 @@ class RunResult:
 
 def _import_early(name: str) -> None:
     """Start importing module `name` on a thread. scipy.stats (about 1 s to import) is first needed late in a
-    run, by the top-1 KS signal; imported meanwhile, it overlaps with the run's SQLite reads and file writes,
-    which release the GIL. Python's import locks make the main thread wait for it if it gets there first."""
+    run, by the top-1 KS signal; imported meanwhile, it overlaps with the indexing and searching (FAISS, SQLite,
+    numpy), which release the GIL. Python's import locks make the main thread wait for it if it gets there first.
+    A run that reads the memo imports it when a KS test is not in the memo too (the import would mostly hold the
+    GIL against that run's pandas and Python work, and a re-run needs none)."""
     if name not in sys.modules:
         threading.Thread(target=importlib.import_module, args=(name,), name=f"import {name}", daemon=True).start()
 
@@ -680,17 +684,21 @@ class DocumentTexts(Mapping):
         return len(self.corpus.snapshot_keys(self.run_date))
 
 
-def evaluate_run_alerts(config: Config, run_date: date, run: dict) -> tuple[list[Alert], list[Alert]]:
+def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question: pd.DataFrame | None = None
+                        ) -> tuple[list[Alert], list[Alert]]:
     """The alert rules over the stored series, with this run's runs.csv row (not yet written) included.
+    `per_question`: per_question.csv as stored, when the caller has it (see `store.with_rows`).
 
     Returns every alert of the run and those to notify: the new ones, less any that an earlier
     execution of the same date already recorded (a re-run does not page anyone twice)."""
     data_dir = config.data_dir
+    if per_question is None:
+        per_question = store.read_per_question(data_dir)
     runs = store.read_runs(data_dir)
     today = pd.DataFrame([run]).astype({"run_date": "datetime64[ns]"})
     runs = pd.concat([runs[runs["run_date"] != pd.Timestamp(run_date)], today], ignore_index=True)
     stored = store.read(data_dir, store.ALERTS)
-    alerts = evaluate_alerts(run_date, store.read_metrics(data_dir), store.read_per_question(data_dir),
+    alerts = evaluate_alerts(run_date, store.read_metrics(data_dir), per_question,
                              store.read(data_dir, store.DRIFT), runs, config.alerts, config.retrieval.k,
                              stored[stored["run_date"] < pd.Timestamp(run_date)], config.drift,
                              store.read(data_dir, store.TARGETS), *answers.alert_inputs(config))
@@ -753,7 +761,6 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
     therefore means the date's other rows are complete. Notification comes last and never fails the run.
     """
     started, t0 = _now(), time.perf_counter()
-    _import_early("scipy.stats")
     data_dir = config.data_dir
     embedder = embedder or Embedder(config.embedder)
     gold, externals = check_inputs(config, run_date, embedder)  # bad input stops the run before anything is written
@@ -775,8 +782,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         question_rows: list[dict] = []
         top1: list[tuple[str, float]] = []
         signal_rows: list[dict] = []
-        history = store.read_per_question(data_dir)
-        history = history[history[store.RUN_DATE] < pd.Timestamp(run_date)]
+        stored_questions = store.read_per_question(data_dir)  # read once: the signals' history, the alert rules'
+        history = stored_questions[stored_questions[store.RUN_DATE] < pd.Timestamp(run_date)]
         indexed = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=builtin))
         counts = corpus.counts(run_date)
         memoized = _memoized(config, corpus, run_date, gold, counts) if builtin else None
@@ -792,6 +799,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             embedded = Embedded(np.zeros((0, 0), np.float32), 0)
             drift_found = memoized.drift
         else:
+            _import_early("scipy.stats")  # for the top-1 KS tests, while the corpus is indexed and evaluated
             chunked: dict[tuple[str, str], list[Chunk]] = {}  # each document split once per run
             keys, chunks, valid_from = corpus_chunks(config, corpus, run_date, chunked)
             n_chunks = len(chunks)
@@ -832,6 +840,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         by_pipeline_questions = {p: [r for r in question_rows if r["pipeline"] == p] for p in builtin}
         metric_rows, question_rows = [], []
         ranked_by_target: dict[str, list[Ranking]] = {}
+        # The top-1 KS tests of a re-run are those of the run before (and scipy.stats, 1 s to import, is not needed).
+        ks = memo.Calls(data_dir, "top1_ks", scipy=scipy.__version__)
         for target in target_list(config):
             if target.kind == "builtin":
                 pipeline = target.pipeline or target.name
@@ -850,7 +860,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                 question_rows += per_question
             ranked_by_target[target.name] = ranked
             signal_rows += signals.signal_rows(run_date.isoformat(), target.name, ranked, gold, config.retrieval.k,
-                                               history, config.alerts.window)
+                                               history, config.alerts.window, functools.partial(ks, signals.top1_ks))
         drift_rows_ = drift_table(config, corpus, embedder, run_date, drift_found, top1)
         fetched = [o for o in outcomes if not o.replayed]
         failed = [o for o in fetched if not o.ok]  # sources.collect has logged each with its URL
@@ -873,11 +883,14 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         store.replace_date(data_dir, store.METRICS, run_date, metric_rows)
         store.replace_date(data_dir, store.DRIFT, run_date, drift_rows_)
         store.replace_date(data_dir, store.SIGNALS, run_date, signal_rows)
+        ks.save()
         if config.targets:
             store.replace_date(data_dir, store.TARGETS, run_date, target_rows)
         if answered_run is not None:
             answers.write_run(data_dir, run_date, answered_run)
-        alerts, to_notify = evaluate_run_alerts(config, run_date, run)
+        alerts, to_notify = evaluate_run_alerts(config, run_date, run,
+                                                store.with_rows(stored_questions, store.PER_QUESTION, run_date,
+                                                                question_rows))
         notifying = notify and config.alerts.webhook_url is not None
         if notifying:  # before alerts.csv: a run killed from here on still leaves them to deliver
             enqueue(data_dir, to_notify)
@@ -886,6 +899,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         run["finished_at"] = _now()
         run["events"] = with_events(run["events"], export(config, [run_date], pending=run, corpus=corpus))
         store.replace_date(data_dir, store.RUNS, run_date, [run])
+        store.seal(data_dir)
     notified = None
     if notifying:  # this run's new alerts and any an earlier run could not deliver
         notified = deliver(data_dir, config.alerts.webhook_url, timeout=config.alerts.webhook_timeout,

@@ -5,6 +5,7 @@ Two memos: the builtin pipelines' rankings (inputs: the corpus on the run date, 
 and the embedding-drift verdicts (inputs: the documents of the reference and current windows, the corpora the
 near copies are looked for in, the settings). Each file holds one entry, the latest computed; a key that does
 not match, a damaged or unreadable file is a miss (the run computes, as without a memo), never an error.
+`Calls` keeps the calls of a pure function a run made (the top-1 KS test), for a re-run of the same date.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from pipeline import __version__
 
@@ -69,3 +71,25 @@ def save(data_dir: Path, name: str, memo_key: str, value: dict) -> None:
     except OSError as exc:
         log.warning("%s: cannot keep the memo (%s)", path, exc)
         tmp.unlink(missing_ok=True)
+
+
+class Calls:
+    """The results of a pure function of JSON-able arguments, kept as `name` by their arguments: a call the last
+    run made with the same arguments is read, not made again. `inputs`: what else the results depend on (e.g. the
+    version of the library computing them). The file keeps the calls of the latest run (`save`) only."""
+
+    def __init__(self, data_dir: Path, name: str, **inputs) -> None:
+        self.data_dir, self.name, self.key = Path(data_dir), name, key(kind=name, **inputs)
+        kept = load(data_dir, name) if enabled() else None
+        self.known = kept[1] if kept is not None and kept[0] == self.key else {}
+        self.made: dict[str, Any] = {}
+
+    def __call__(self, function: Callable[..., Any], *args) -> Any:
+        """function(*args), or what it returned for the same arguments last time (as JSON gives it back)."""
+        call = hashlib.sha256(json.dumps(args, default=float).encode()).hexdigest()
+        self.made[call] = self.known[call] if call in self.known else function(*args)
+        return self.made[call]
+
+    def save(self) -> None:
+        if enabled():
+            save(self.data_dir, self.name, self.key, self.made)

@@ -4,7 +4,7 @@ gold metric does. Pure functions over rankings and the stored per-question histo
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -44,7 +44,8 @@ def seen_before(history: pd.DataFrame, pipeline: str) -> dict[tuple[int, str], s
     earlier dates only)."""
     rows = history[history[store.PIPELINE] == pipeline]
     seen: dict[tuple[int, str], set[str]] = {}
-    for k, qid, retrieved in zip(rows[store.K], rows[store.QUESTION_ID], rows[store.RETRIEVED]):
+    # Each distinct (k, question, top k) once: on most days a question's top k is the one of the day before.
+    for k, qid, retrieved in set(zip(rows[store.K].tolist(), rows[store.QUESTION_ID], rows[store.RETRIEVED])):
         seen.setdefault((int(k), qid), set()).update(store.split_ids(retrieved))
     return seen
 
@@ -72,9 +73,11 @@ def top1_ks(current: Sequence[float], reference: Sequence[float]) -> tuple[float
 
 
 def signal_rows(day: str, pipeline: str, rankings: Sequence[Ranking], gold: Sequence[GoldQuestion],
-                ks: Sequence[int], history: pd.DataFrame, window: int) -> list[dict]:
+                ks: Sequence[int], history: pd.DataFrame, window: int,
+                ks_test: Callable[[list[float], list[float]], tuple[float, float]] = top1_ks) -> list[dict]:
     """signals.csv rows of one pipeline on one run: per question and per run. `history` is per_question.csv
-    before this run's date; the top-1 reference is the pipeline's last `window` runs in it."""
+    before this run's date; the top-1 reference is the pipeline's last `window` runs in it. `ks_test`: `top1_ks`,
+    or a function giving what it gives (such as its memo)."""
     rows: list[dict] = []
     seen = seen_before(history, pipeline)
     has_history = bool(seen)
@@ -99,7 +102,7 @@ def signal_rows(day: str, pipeline: str, rankings: Sequence[Ranking], gold: Sequ
         shift = r.top1_score - means[q.id] if q.id in means else math.nan
         shifts.append(float(shift))
         rows.append(_row(day, pipeline, TOP1_K, q.id, TOP1_SHIFT, float(shift)))
-    statistic, p = top1_ks([r.top1_score for r in rankings], reference["top1_score"].astype(float).tolist())
+    statistic, p = ks_test([r.top1_score for r in rankings], reference["top1_score"].astype(float).tolist())
     rows += [_row(day, pipeline, TOP1_K, PER_RUN, TOP1_SHIFT, _mean(shifts)),
              _row(day, pipeline, TOP1_K, PER_RUN, TOP1_KS, statistic),
              _row(day, pipeline, TOP1_K, PER_RUN, TOP1_KS_P, p)]

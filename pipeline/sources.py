@@ -27,8 +27,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-import feedparser
-
 from pipeline import netio
 from pipeline.config import DEFAULT_USER_AGENT
 from pipeline.store import MAX_ID_LENGTH
@@ -212,6 +210,8 @@ def bounded_id(doc_id: str) -> str:
 
 
 def _xml_entries(data: bytes, location: str) -> list[Mapping[str, Any]]:
+    import feedparser  # here, not at the top: a day whose files are all known parses none (0.1 s to import)
+
     # A BytesIO, because feedparser treats a bytes string that looks like a path or URL as one.
     parsed = feedparser.parse(io.BytesIO(data))
     entries = parsed.get("entries") or []
@@ -289,6 +289,8 @@ def _json_date(value: str) -> time.struct_time | None:
 
 
 def _bozo_reason(parsed: Mapping[str, Any], data: bytes) -> str | None:
+    import feedparser
+
     error = parsed.get("bozo_exception")
     # Notes, not faults: chiefly a legacy encoding the charset detector (chardet) recognised.
     if not parsed.get("bozo") or isinstance(error, feedparser.ThingsNobodyCaresAboutButMe):

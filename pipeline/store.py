@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import fcntl
+import hashlib
 import io
 import json
 import logging
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from pipeline import memo
 from pipeline.errors import DriftwatchError
 
 log = logging.getLogger(__name__)
@@ -130,6 +132,8 @@ def join_ids(ids: Sequence[str]) -> str:
 def split_ids(value: str) -> list[str]:
     if not isinstance(value, str) or not value:
         return []
+    if "%" not in value:  # every escape starts with '%': nothing to decode (most rows; a year of history is 10^5)
+        return value.split(" ")
 
     def decode(doc_id: str) -> str:
         for char, code in reversed(_ID_ESCAPES):
@@ -213,6 +217,38 @@ def _last_row_offset(path: Path) -> int:
     return ends[0]
 
 
+def _row_end(data: bytes, start: int) -> int:
+    """Where the CSV row that starts at `start` ends, just after its newline: the first newline after an even
+    number of '"' (as in `_last_row_offset`: a quote inside a quoted field is doubled)."""
+    end = data.find(b"\n", start)
+    while end >= 0 and data.count(b'"', start, end) % 2:
+        end = data.find(b"\n", end + 1)
+    return len(data) if end < 0 else end + 1
+
+
+def _date_span(data: bytes, day: str) -> tuple[int, int]:
+    """The bytes of the rows of `day` in a store file (`data`: a header, then rows sorted by run_date, each ending
+    with a newline), found by searching for the date rather than parsing the rows before it; an empty span where
+    they would go when the file has none."""
+    first = _row_end(data, 0)
+    key = b"\n" + day.encode() + b","
+    counted, quotes = first, 0
+    at = data.find(key, first - 1)
+    while at >= 0:
+        quotes += data.count(b'"', counted, at)
+        counted = max(counted, at)
+        if quotes % 2 == 0:  # a row starts here, not a line inside a quoted field
+            start = end = at + 1
+            while data.startswith(key[1:], end):
+                end = _row_end(data, end)
+            return start, end
+        at = data.find(key, at + 1)
+    start = first
+    while start < len(data) and data[start:start + len(key) - 2] < key[1:-1]:
+        start = _row_end(data, start)
+    return start, start
+
+
 def _parse_row(path: Path, offset: int) -> list[str]:
     """The CSV row starting at `offset`, checked against the contract (field count, run_date)."""
     with _open_bytes(path) as f:
@@ -288,13 +324,16 @@ def _bad_utf8_line(path: Path) -> int:
 
 def validate(data_dir: Path) -> None:
     """Check everything of the store a run reads, before it writes anything: the directory, every CSV
-    (`check_file`) and the reference date. Streams each file once; raises StoreSchemaError."""
+    (`check_file`, unless it is byte for byte as the last finished run sealed it) and the reference date. Streams
+    each file once; raises StoreSchemaError."""
     data_dir = Path(data_dir)
     if data_dir.exists() and not data_dir.is_dir():
         raise StoreSchemaError(f"{data_dir}: the data directory is a file, not a directory")
+    sealed = _sealed(data_dir) or {}
     for name in SCHEMAS:
-        if (data_dir / name).exists():
-            check_file(data_dir / name)
+        path = data_dir / name
+        if path.exists() and (name not in sealed or _digest(path) != sealed[name]):  # as sealed: checked then
+            check_file(path)
     read_reference(data_dir)
 
 
@@ -348,25 +387,43 @@ def replace_date(data_dir: Path, name: str, run_date: date | str, rows: pd.DataF
     path = Path(data_dir) / name
     path.parent.mkdir(parents=True, exist_ok=True)
     _roll_back(path)  # an append a killed writer left unfinished
-    new = _frame(rows, name)
-    if len(new) and not (new[RUN_DATE].astype(str) == day).all():
-        raise ValueError(f"{name}: every row must have run_date {day}")
-    body = new.to_csv(index=False, header=False, lineterminator="\n").encode()
+    body = _body(name, day, rows)
     if path.exists() and path.stat().st_size > 0:
         _check_edges(path)
         last = _last_run_date(path)
         if last is None or last < day:
             _append(path, body)
             return
-        old = _read_raw(path)
-        # The new rows go through the same CSV formatting as the append path, then back to text.
-        fresh = pd.read_csv(io.BytesIO(body), header=None, names=list(SCHEMAS[name]), dtype=str,
-                            keep_default_na=False, na_filter=False) if body else old.iloc[0:0]
-        merged = pd.concat([old[old[RUN_DATE] != day], fresh], ignore_index=True)
-        _rewrite(path, merged.sort_values(RUN_DATE, kind="stable"))
+        # The other dates' rows are copied as stored, byte for byte: no parsing, no formatting again.
+        old = path.read_bytes()
+        start, end = _date_span(old, day)
+        atomic_write(path, lambda f: (f.write(old[:start]), f.write(body), f.write(old[end:])))
         return
     header = (",".join(SCHEMAS[name]) + "\n").encode()
     atomic_write(path, lambda f: (f.write(header), f.write(body)))
+
+
+def _body(name: str, day: str, rows: pd.DataFrame | Sequence[dict]) -> bytes:
+    """The CSV lines (no header) of `rows`, every one of which must have run_date `day`."""
+    new = _frame(rows, name)
+    if len(new) and not (new[RUN_DATE].astype(str) == day).all():
+        raise ValueError(f"{name}: every row must have run_date {day}")
+    return new.to_csv(index=False, header=False, lineterminator="\n").encode()
+
+
+def with_rows(frame: pd.DataFrame, name: str, run_date: date | str, rows: pd.DataFrame | Sequence[dict]
+              ) -> pd.DataFrame:
+    """What `read` gives after `replace_date(data_dir, name, run_date, rows)`, from what it gave before (`frame`),
+    without reading the file again: the rows go through the same CSV text and typed parsing."""
+    day = pd.Timestamp(str(run_date))
+    body = _body(name, str(run_date), rows)
+    new = _parse(io.BytesIO(body), name, header=False) if body else _empty(name)
+    kept = frame[frame[RUN_DATE] != day]
+    if kept.empty or new.empty:  # (concatenating an empty frame warns in pandas)
+        return (new if kept.empty else kept).reset_index(drop=True)
+    merged = pd.concat([kept, new], ignore_index=True)
+    # As stored, rows are sorted by date: after the last date (a day's run) the rows go at the end, else in place.
+    return merged if kept[RUN_DATE].iloc[-1] < day else merged.sort_values(RUN_DATE, kind="stable", ignore_index=True)
 
 
 def _journal(path: Path) -> Path:
@@ -464,19 +521,24 @@ def _rewrite(path: Path, raw: pd.DataFrame) -> None:
 def read(data_dir: Path, name: str) -> pd.DataFrame:
     """A typed frame of one CSV; an absent file gives an empty frame with the contract's columns."""
     path = Path(data_dir) / name
-    columns = SCHEMAS[name]
     if not path.exists() or _size(path) == 0:
-        return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in columns})
+        return _empty(name)
     _check_edges(path)
     try:
         with _open_bytes(path) as f:
-            frame = pd.read_csv(f, dtype={c: str for c in columns if c in _TEXT or c == RUN_DATE},
-                                keep_default_na=False,
-                                na_values={c: ["", "nan", "NaN"] for c in columns if c not in _TEXT})
-        frame[RUN_DATE] = pd.to_datetime(frame[RUN_DATE], format="%Y-%m-%d")
+            return _parse(f, name)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError):
         check_file(path)  # names the file and line
         raise  # a file the check passes and pandas cannot read is a bug: let it show
+
+
+def _parse(f: io.BufferedIOBase, name: str, header: bool = True) -> pd.DataFrame:
+    """The typed frame of CSV text of file `name` (`header`: its first line is the header, else rows only)."""
+    columns = SCHEMAS[name]
+    frame = pd.read_csv(f, header=0 if header else None, names=None if header else list(columns),
+                        dtype={c: str for c in columns if c in _TEXT or c == RUN_DATE}, keep_default_na=False,
+                        na_values={c: ["", "nan", "NaN"] for c in columns if c not in _TEXT})
+    frame[RUN_DATE] = pd.to_datetime(frame[RUN_DATE], format="%Y-%m-%d")
     for c in columns:
         if c == RUN_DATE:
             continue
@@ -485,6 +547,10 @@ def read(data_dir: Path, name: str) -> pd.DataFrame:
         elif c not in _TEXT:
             frame[c] = pd.to_numeric(frame[c], errors="coerce").astype("float64")
     return frame
+
+
+def _empty(name: str) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in SCHEMAS[name]})
 
 
 def as_days(column: pd.Series) -> pd.Series:
@@ -547,10 +613,18 @@ def remove_stale_temporaries(data_dir: Path) -> list[Path]:
 
 
 def _dates(path: Path) -> set[str]:
+    """The run dates of a (checked) file's rows, each date's rows skipped row by row without parsing them."""
     if not path.exists() or _size(path) == 0:
         return set()
     with _open_bytes(path) as f:
-        return set(pd.read_csv(f, usecols=[RUN_DATE], dtype=str)[RUN_DATE])
+        data = f.read()
+    dates, start = set(), _row_end(data, 0)
+    while start < len(data):
+        key = data[start:data.index(b",", start) + 1]  # "YYYY-MM-DD,"
+        dates.add(key[:-1].decode())
+        while data.startswith(key, start):
+            start = _row_end(data, start)
+    return dates
 
 
 def drop_incomplete_dates(data_dir: Path) -> dict[str, list[str]]:
@@ -579,10 +653,44 @@ def drop_incomplete_dates(data_dir: Path) -> dict[str, list[str]]:
 
 def recover(data_dir: Path) -> None:
     """What a run does first, holding the lock: clear what killed runs left (temporaries, unfinished appends,
-    incomplete dates)."""
+    incomplete dates). A store whose files are all as the last finished run sealed them has no incomplete date."""
     remove_stale_temporaries(data_dir)
     roll_back_appends(data_dir)
-    drop_incomplete_dates(data_dir)
+    sealed = _sealed(data_dir)
+    if sealed is None or _digests(data_dir) != sealed:
+        drop_incomplete_dates(data_dir)
+
+
+# --- the seal: the store as the last finished run left it ----------------------------------------------------
+
+SEAL = "store"  # the memo (pipeline/memo.py) of each CSV's digest as the last finished run left it
+
+
+def _digest(path: Path) -> str:
+    with _open_bytes(path) as f:  # the committed bytes (an append in progress is not yet the file's)
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _digests(data_dir: Path) -> dict[str, str]:
+    return {name: _digest(Path(data_dir) / name) for name in SCHEMAS if (Path(data_dir) / name).exists()}
+
+
+def _sealed(data_dir: Path) -> dict[str, str] | None:
+    """Each CSV's digest when the last run that finished sealed the store, or None (no seal, memo off)."""
+    if not memo.enabled():
+        return None
+    kept = memo.load(data_dir, SEAL)
+    if kept is None or kept[0] != memo.key(kind=SEAL) or not isinstance(kept[1].get("files"), dict):
+        return None
+    return kept[1]["files"]
+
+
+def seal(data_dir: Path) -> None:
+    """Note each CSV's digest: the store as a finished run leaves it, checked and complete. Until a file changes,
+    `validate` does not check it again and `recover` finds no incomplete date (what costs a no-op day most when the
+    history is long: reading every row)."""
+    if memo.enabled():
+        memo.save(data_dir, SEAL, memo.key(kind=SEAL), {"files": _digests(data_dir)})
 
 
 @contextmanager

@@ -4,13 +4,14 @@ drift computed from them, and writes the same rows a run computing everything wr
 from __future__ import annotations
 
 import csv
+import math
 import shutil
 from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
 
-from pipeline import job, memo
+from pipeline import job, memo, signals, store
 from pipeline.config import Config, DriftConfig, SourceConfig
 from pipeline.corpus import Corpus
 
@@ -137,3 +138,51 @@ def test_a_write_by_hand_is_seen_by_the_memo(tmp_path, daily, embedder, monkeypa
     monkeypatch.setenv(memo.ENV_OFF, "1")
     job.run_day(computed, START + timedelta(days=4), embedder=embedder, notify=False)
     assert _rows(memoized.data_dir) == _rows(computed.data_dir)
+
+
+def test_a_rerun_reads_its_top1_ks_tests_and_checks_no_sealed_file(tmp_path, daily, embedder, monkeypatch):
+    """Re-running the latest date (nothing changed): the top-1 KS tests come from the memo (scipy.stats, 1 s to
+    import, is not needed), the CSVs as the last run sealed them are not checked or scanned again, and the rows
+    are those of the first run of that date."""
+    config = _config(tmp_path, "memo", daily)
+    for i in range(5):
+        job.run_day(config, START + timedelta(days=i), embedder=embedder, notify=False)
+    before = _rows(config.data_dir)
+    assert (config.data_dir / memo.MEMO_DIR / "top1_ks.json").is_file()
+    with monkeypatch.context() as m:
+        m.setattr(signals, "top1_ks", lambda *a: pytest.fail("a top-1 KS test computed again"))
+        m.setattr(store, "check_file", lambda path: pytest.fail(f"{path} checked again"))
+        m.setattr(store, "drop_incomplete_dates", lambda data_dir: pytest.fail("every file scanned for dates"))
+        job.run_day(config, START + timedelta(days=4), embedder=embedder, notify=False)
+    assert _rows(config.data_dir) == before
+    # The next day's reference window moved: its tests are new ones.
+    calls = []
+    top1_ks = signals.top1_ks
+    monkeypatch.setattr(signals, "top1_ks", lambda *a: calls.append(1) or top1_ks(*a))
+    job.run_day(config, START + timedelta(days=5), embedder=embedder, notify=False)
+    assert len(calls) == len(config.retrieval.pipelines)
+
+
+def test_calls_are_read_back_as_made_and_kept_for_the_latest_run_only(tmp_path, monkeypatch):
+    made = []
+
+    def ks(a, b):
+        made.append((a, b))
+        return float(len(a)), math.nan
+
+    first = memo.Calls(tmp_path, "f", lib="1.0")
+    first(ks, [0.5, math.nan], [0.25])
+    first.save()
+    second = memo.Calls(tmp_path, "f", lib="1.0")
+    statistic, p = second(ks, [0.5, math.nan], [0.25])  # read back, NaN included
+    assert statistic == 2.0 and math.isnan(p) and len(made) == 1
+    second(ks, [0.5], [0.25])
+    second.save()
+    assert len(made) == 2 and len(memo.Calls(tmp_path, "f", lib="1.0").known) == 2
+    third = memo.Calls(tmp_path, "f", lib="1.0")
+    third(ks, [0.5], [0.25])
+    third.save()  # only what the latest run called is kept
+    assert len(made) == 2 and len(memo.Calls(tmp_path, "f", lib="1.0").known) == 1
+    assert memo.Calls(tmp_path, "f", lib="2.0").known == {}  # other inputs: nothing known
+    monkeypatch.setenv(memo.ENV_OFF, "1")
+    assert memo.Calls(tmp_path, "f", lib="1.0").known == {}

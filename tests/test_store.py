@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from pipeline import store
@@ -331,3 +332,85 @@ def test_a_runs_csv_that_lost_rows_is_refused_not_followed(tmp_path):
     with pytest.raises(store.StoreSchemaError, match="2 dates .* have rows but no runs.csv row"):
         store.recover(tmp_path)
     assert (tmp_path / store.METRICS).read_bytes() == before
+
+
+HOSTILE = 'say "2026-11-09,oops"\n2026-11-09,\r\nend'  # quotes, commas, line ends and a row look-alike
+
+
+@pytest.mark.parametrize("day, kind", [("2026-11-05", "append"), ("2026-11-04", "the latest again"),
+                                       ("2026-11-03", "a middle date"), ("2026-11-01", "before every date"),
+                                       ("2026-11-03", "no rows")])
+def test_with_rows_is_what_reading_after_the_write_gives(tmp_path, day, kind):
+    """Differential: the frame a run hands the alert rules instead of reading per_question.csv again."""
+    for d in ("2026-11-02", "2026-11-03", "2026-11-04"):
+        store.replace_date(tmp_path, store.PER_QUESTION, d, question_rows(d, HOSTILE) + question_rows(d, "q2"))
+    before = store.read_per_question(tmp_path)
+    rows = [] if kind == "no rows" else question_rows(day, HOSTILE + "!") + question_rows(day, "q3")
+    rows = [r | {"top1_score": math.nan} for r in rows[:2]] + rows[2:]
+    store.replace_date(tmp_path, store.PER_QUESTION, day, rows)
+    pd.testing.assert_frame_equal(store.with_rows(before, store.PER_QUESTION, day, rows),
+                                  store.read_per_question(tmp_path))
+
+
+def test_a_rewrite_keeps_the_other_dates_rows_byte_for_byte(tmp_path):
+    """Re-running a date replaces its rows and copies the others as stored, even written by another tool."""
+    for day in ("2026-11-02", "2026-11-03", "2026-11-04"):
+        store.replace_date(tmp_path, store.METRICS, day, metric_rows(day, 0.5))
+    path = tmp_path / store.METRICS
+    by_hand = path.read_bytes().replace(b"2026-11-02,bm25,5,recall,0.5,3", b'2026-11-02,"bm25",5,recall,0.50,3')
+    path.write_bytes(by_hand)
+    store.replace_date(tmp_path, store.METRICS, "2026-11-03", metric_rows("2026-11-03", 0.25, ("hybrid",)))
+    lines = path.read_bytes().split(b"\n")
+    assert lines[1] == b'2026-11-02,"bm25",5,recall,0.50,3' and lines[3] == b"2026-11-03,hybrid,5,recall,0.25,3"
+    assert path.read_bytes().replace(b"2026-11-03,hybrid,5,recall,0.25,3\n", b"") == by_hand.replace(
+        b"2026-11-03,bm25,5,recall,0.5,3\n2026-11-03,dense,5,recall,0.5,3\n", b"")
+
+
+def _complete_run(data_dir: Path, day: str) -> None:
+    store.replace_date(data_dir, store.PER_QUESTION, day, question_rows(day, HOSTILE))
+    store.replace_date(data_dir, store.METRICS, day, metric_rows(day, 0.5))
+    store.replace_date(data_dir, store.RUNS, day, [{c: "" for c in store.RUNS_COLUMNS} | {"run_date": day}])
+
+
+def test_a_sealed_file_is_not_checked_again_until_it_changes(tmp_path, monkeypatch):
+    for day in ("2026-11-02", "2026-11-03"):
+        _complete_run(tmp_path, day)
+    store.seal(tmp_path)
+    checked = []
+    check_file = store.check_file
+    monkeypatch.setattr(store, "check_file", lambda path: checked.append(path.name) or check_file(path))
+    store.validate(tmp_path)
+    assert checked == []  # each file is byte for byte as the finished run left it
+    store.replace_date(tmp_path, store.METRICS, "2026-11-04", metric_rows("2026-11-04", 0.5))
+    store.validate(tmp_path)
+    assert checked == [store.METRICS]
+    path = tmp_path / store.RUNS  # damaged by hand: checked, and refused
+    path.write_bytes(path.read_bytes().replace(b"2026-11-03", b"2026-13-03"))
+    with pytest.raises(store.StoreSchemaError, match=r"runs\.csv:3: run_date '2026-13-03' is not a date"):
+        store.validate(tmp_path)
+    monkeypatch.setenv("DRIFTWATCH_NO_MEMO", "1")  # without the memo every file is checked
+    checked.clear()
+    path.write_bytes(path.read_bytes().replace(b"2026-13-03", b"2026-11-03"))
+    store.validate(tmp_path)
+    assert sorted(checked) == sorted([store.PER_QUESTION, store.METRICS, store.RUNS])
+
+
+def test_recover_after_a_seal_still_drops_the_rows_of_a_killed_run(tmp_path, caplog):
+    for day in ("2026-11-02", "2026-11-03"):
+        _complete_run(tmp_path, day)
+    store.seal(tmp_path)
+    before = (tmp_path / store.PER_QUESTION).read_bytes()
+    store.recover(tmp_path)  # as sealed: nothing to drop, nothing rewritten
+    assert (tmp_path / store.PER_QUESTION).read_bytes() == before
+    store.replace_date(tmp_path, store.PER_QUESTION, "2026-11-04", question_rows("2026-11-04", HOSTILE))
+    with caplog.at_level("WARNING"):  # killed before its metrics and runs.csv rows
+        store.recover(tmp_path)
+    assert (tmp_path / store.PER_QUESTION).read_bytes() == before
+    assert "dropped the rows of 2026-11-04" in caplog.text
+
+
+def test_the_dates_of_a_file_are_found_past_fields_that_look_like_rows(tmp_path):
+    for day in ("2026-11-02", "2026-11-03"):
+        store.replace_date(tmp_path, store.PER_QUESTION, day, question_rows(day, HOSTILE))
+    assert "\n2026-11-09," in (tmp_path / store.PER_QUESTION).read_text()
+    assert store._dates(tmp_path / store.PER_QUESTION) == {"2026-11-02", "2026-11-03"}
