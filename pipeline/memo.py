@@ -5,7 +5,8 @@ Two memos: the builtin pipelines' rankings (inputs: the corpus on the run date, 
 and the embedding-drift verdicts (inputs: the documents of the reference and current windows, the corpora the
 near copies are looked for in, the settings). Each file holds one entry, the latest computed; a key that does
 not match, a damaged or unreadable file is a miss (the run computes, as without a memo), never an error.
-`Calls` keeps the calls of a pure function a run made (the top-1 KS test), for a re-run of the same date.
+`Calls` keeps the calls of a pure function a run made (the top-1 KS test), for a re-run of the same date; the
+store keeps its seal here too (`store.seal`: each CSV's digest as the last finished run left it).
 """
 
 from __future__ import annotations
