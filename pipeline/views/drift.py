@@ -155,10 +155,9 @@ def confirmation(drift: pd.DataFrame, day: date | pd.Timestamp, config: DriftCon
     return confirm_drift(drift_windows(drift), pd.Timestamp(day), config)
 
 
-def conclusion(verdicts: pd.DataFrame, confirmed: DriftConfirmation | None = None,
-               config: DriftConfig | None = None) -> tuple[str, str]:
+def conclusion(verdicts: pd.DataFrame, confirmed: DriftConfirmation, config: DriftConfig) -> tuple[str, str]:
     """The verdict table in a sentence, and its tone: "drifted" (confirmed: the drift rule pages), "drifted, not
-    confirmed" (a warning, when `confirmed` says so), "stable" or "not enough data"."""
+    confirmed" (the rule's warning), "stable" or "not enough data". `confirmed`: `confirmation` of the run."""
     if verdicts.empty:
         return NOT_ENOUGH_TONE, "No drift statistics for this run yet."
     drifted = verdicts[verdicts["verdict"] == "drifted"]
@@ -167,10 +166,8 @@ def conclusion(verdicts: pd.DataFrame, confirmed: DriftConfirmation | None = Non
         new = next((d for d in drifted["what is new"] if d), "")  # the details repeat one another: the first
         new = new if len(new) <= 300 else new[:299] + "…"
         sentence = f"Drifted: {names} passed both the null and the effect line" + (f". New: {new}" if new else "")
-        if confirmed is None:
-            return DRIFTED_CONFIRMED, sentence + "."
         tone = DRIFTED_CONFIRMED if confirmed.confirmed else DRIFTED_NOT_CONFIRMED
-        return tone, f"{sentence}. {confirmed.describe(config or DriftConfig())}."
+        return tone, f"{sentence}. {confirmed.describe(config)}."
     if (verdicts["verdict"] == "not enough data").all():
         return NOT_ENOUGH_TONE, "Not enough new chunks in the window to test against the reference."
     return STABLE_TONE, ("Stable: no statistic is both significant after Holm's correction and past its effect line "
