@@ -513,10 +513,11 @@ def synthetic_documents(rng: np.random.Generator, basis: np.ndarray, n_documents
 
 
 def synthetic_basis(seed: int, dim: int = SYNTH_DIM, rank: int = SYNTH_RANK) -> np.ndarray:
-    """A common direction (row 0) then `rank` directions of decaying scale: anisotropic documents, whose
-    centres have a mean cosine of about 0.2 (MiniLM's across documents: 0.17)."""
+    """A common direction (row 0) then `rank` directions of decaying scale: anisotropic documents, whose centres
+    have a mean cosine of about 0.25, so chunks of two documents one of about 0.25 c (MiniLM's across the demo's
+    documents: 0.17)."""
     rng = np.random.default_rng(seed)
-    scales = np.r_[0.45, 0.9 * 0.9 ** np.arange(rank)]
+    scales = np.r_[1.25, 0.9 * 0.9 ** np.arange(rank)]
     return scales[:, None] * _unit(rng.standard_normal((rank + 1, dim)))
 
 

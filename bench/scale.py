@@ -1,11 +1,13 @@
-"""Daily cost against corpus size, the import floor of a run, the real news stream's re-run and no-op day,
-embedding backends against raw torch encode, Ray against in-process, and the dense quality of each backend on the
-demo: printed tables (python -m bench.scale [--part ...])."""
+"""Daily cost against corpus size, the import floor of a run, the real news stream's re-run and no-op day, a day of
+the PEP stream's long documents (its drift statistics by function), embedding backends against raw torch encode, Ray
+against in-process, and the dense quality of each backend on the demo: printed tables (python -m bench.scale
+[--part ...])."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -348,6 +350,122 @@ def news(out: Path, repeat: int = 5, stream: Path = NEWS) -> None:
            for label, v in seen.items()])
 
 
+# --- the PEP stream: a day of long documents, and what its drift statistics cost ---------------------------
+
+PEPS = ROOT.parent / "shared" / "data" / "peps-stream"
+PEPS_START, PEPS_END = date(2025, 6, 10), date(2025, 7, 1)  # the backfill before the timed day (every gold PEP in)
+# What a run's drift statistics are timed by: functions of pipeline.drift (and methods, as Class.method) wrapped in
+# the timed process; those a version of drift.py lacks are skipped. window_drift holds the others but evidently.
+DRIFT_TIMERS = ("window_drift", "project", "_psi_rows", "_ks_rows", "_classifier_rows", "Neighbours.__init__",
+                "Neighbours.novel", "_new_label_share", "_duplicates", "evidently_embedding_drift")
+WHOLE_RUN = "whole run"
+
+
+def peps_config(stream: Path, data_dir: Path) -> Config:
+    from pipeline.config import SourceConfig
+
+    return Config(data_dir=data_dir, gold=(stream / "gold.jsonl").resolve(),
+                  sources=(SourceConfig("peps", path=(stream / "daily").resolve()),))
+
+
+def _seed_embeddings(data_dir: Path, cache: Path) -> None:
+    """The embedding cache of `cache` (bench.corpus_null's corpus.sqlite of the PEP chunks, when it exists) copied
+    into the data directory's: the backfill then embeds only what bench.corpus_null has not."""
+    source = cache / "corpus.sqlite"
+    if not source.exists():
+        return
+    with Corpus.in_dir(data_dir) as corpus:
+        corpus.db.execute("ATTACH DATABASE ? AS seed", (str(source),))
+        with corpus.db:
+            corpus.db.execute("INSERT OR IGNORE INTO embeddings SELECT * FROM seed.embeddings")
+        corpus.db.execute("DETACH DATABASE seed")
+
+
+def peps_store(stream: Path, out: Path) -> Path:
+    """The PEP stream backfilled from PEPS_START to PEPS_END by the real job (built once per version of pipeline/
+    and of the stream, cached under `out`)."""
+    from bench.alerts import _digest, cached_store, code_key
+    from pipeline.job import backfill
+
+    data_dir = out / "peps-backfill"
+    config = peps_config(stream, data_dir)
+    key = {"code": code_key(), "peps": _digest((stream / "daily").glob("*.xml")), "end": PEPS_END.isoformat()}
+
+    def build() -> None:
+        _seed_embeddings(data_dir, ROOT / "bench" / "out" / "corpus-null-peps")
+        backfill(config, PEPS_START, PEPS_END)
+
+    cached_store(data_dir, key, build, fresh=False)
+    return data_dir
+
+
+def timed_drift_run(config: Path, day: date) -> dict[str, float]:
+    """`python -m pipeline run` of `day` in a fresh process, with the DRIFT_TIMERS summed (seconds) and the whole
+    run's wall clock (imports included) under WHOLE_RUN."""
+    code = f"""
+import sys, time, functools, json
+began = time.perf_counter()
+from pipeline import drift
+from pipeline.cli import main
+spent = {{}}
+def timer(name, f):
+    @functools.wraps(f)
+    def timed(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return f(*args, **kwargs)
+        finally:
+            spent[name] = spent.get(name, 0.0) + time.perf_counter() - t0
+    return timed
+for name in {DRIFT_TIMERS!r}:
+    owner, _, attr = name.rpartition(".")
+    holder = getattr(drift, owner, None) if owner else drift
+    if holder is not None and callable(getattr(holder, attr, None)):
+        setattr(holder, attr, timer(name, getattr(holder, attr)))
+rc = main(sys.argv[1:])
+spent[{WHOLE_RUN!r}] = time.perf_counter() - began
+print("TIMERS", json.dumps(spent))
+sys.exit(rc)
+"""
+    done = subprocess.run([sys.executable, "-c", code, "run", "--config", str(config), "--date", day.isoformat()],
+                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"run {day} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return json.loads(next(line for line in done.stdout.splitlines() if line.startswith("TIMERS")).split(" ", 1)[1])
+
+
+def peps(out: Path, repeat: int = 3, stream: Path = PEPS) -> None:
+    """The PEP stream backfilled to PEPS_END once, then on fresh copies of it the next day (ten new PEPs, about
+    270 chunks, against a reference of 14 days of them) in a fresh process: the drift statistics' seconds by
+    function and the whole run's."""
+    from pipeline.config import to_toml
+
+    if not (stream / "daily").is_dir():
+        print(f"\n{stream}: not here; the PEP rows are skipped")
+        return
+    t0 = time.perf_counter()
+    built = peps_store(stream, out)
+    backfilled = time.perf_counter() - t0
+    day = PEPS_END + timedelta(days=1)
+    seen: dict[str, list[float]] = {}
+    loads = [load()]
+    for _ in range(repeat):
+        copy = out / "peps-copy"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(built, copy)
+        config = out / "peps-copy.toml"
+        config.write_text(to_toml(peps_config(stream, copy)), encoding="utf-8")
+        for name, seconds in timed_drift_run(config, day).items():
+            seen.setdefault(name, []).append(seconds)
+    loads.append(load())
+    order = [WHOLE_RUN, *[n for n in DRIFT_TIMERS if n in seen]]
+    table(f"A PEP stream day ({day}: ten new PEPs after a backfill {PEPS_START}..{PEPS_END}, {backfilled:.0f} s, "
+          f"cached; python -m pipeline run in a fresh process; median of {repeat} on fresh copies; calls summed per "
+          f"function, window_drift holding the statistics below it but Evidently's; {bytecode()}; load average "
+          f"{' -> '.join(loads)})", ["what", "median s", "range s"],
+          [[name, float(np.median(seen[name])), _spread(seen[name])] for name in order])
+
+
 # --- embedding throughput and Ray --------------------------------------------------------------------------
 
 
@@ -411,8 +529,9 @@ def ray_against_local(n: int, workers: int, length: int = 128) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--part", choices=["quality", "throughput", "daily", "floor", "noop", "news", "ray", "all"],
-                        default="all", help="noop: the daily table, the floor and the ratio between them")
+    parser.add_argument("--part", choices=["quality", "throughput", "daily", "floor", "noop", "news", "peps", "ray",
+                                           "all"], default="all",
+                        help="noop: the daily table, the floor and the ratio between them; peps: a PEP stream day")
     parser.add_argument("--demo", type=Path, default=DEMO, help="a built demo data directory (with demo.toml)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000],
                         help="corpus sizes of the daily-cost table")
@@ -420,6 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5,
                         help="runs of each day of the daily and news tables (on copies) and of each floor step")
     parser.add_argument("--news", type=Path, default=NEWS, help="the news stream folder (with daily/)")
+    parser.add_argument("--peps", type=Path, default=PEPS, help="the PEP stream folder (with daily/)")
     parser.add_argument("--texts", type=int, default=2000, help="texts of the throughput table")
     parser.add_argument("--ray-texts", type=int, default=10000, help="texts of the Ray table")
     parser.add_argument("--ray-workers", type=int, default=2)
@@ -442,6 +562,8 @@ def main(argv: list[str] | None = None) -> int:
         against_floor(days, floors)
     if args.part in ("news", "all"):
         news(args.out, args.repeat, args.news)
+    if args.part in ("peps", "all"):
+        peps(args.out, args.repeat, args.peps)
     if args.part in ("throughput", "all"):
         throughput(args.texts)
     if args.part in ("ray", "all"):
