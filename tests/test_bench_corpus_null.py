@@ -129,7 +129,7 @@ def test_the_reference_leaves_out_the_days_windows_names(monkeypatch):
     assert sizes == [full, full - 2 * 24, full - 2 * 24]  # less days 10 and 11 (6 items of 4 chunks each)
     assert [len(rows) for _, rows in asked] == [1, 2]  # day 21 has no earlier rows: nothing to leave out
     assert all(max(rows) < today for today, rows in asked)
-    monkeypatch.setattr(corpus_null, "left_out", None)
+    monkeypatch.setattr(corpus_null, "left_out", lambda drift_rows, today: [])
     assert corpus_null.stream_drift(stream.days, stream, config, range(21, 22))["n_reference"].iloc[0] == full
 
 
