@@ -429,14 +429,19 @@ def _measured(stream: Stream, days: list[list[Item]], config: DriftConfig, at: i
     return frame, replay(frame, config)
 
 
+def _injected(stream: Stream, pack: str) -> list[list[Item]]:
+    """The stream's days with `pack` added on its event day."""
+    days = [list(d) for d in stream.days]
+    days[stream.event_index] += stream.packs[pack]
+    return days
+
+
 def _event(job: tuple[str, DriftConfig, int]) -> dict:
     """A pack injected on the event day: the first warning and page, in days from it."""
     name, config, after = job
     stream = _STREAM
     at = stream.event_index
-    days = [list(d) for d in stream.days]
-    days[at] = days[at] + stream.packs[name]
-    _, fired = _measured(stream, days, config, at, after)
+    _, fired = _measured(stream, _injected(stream, name), config, at, after)
     found = _days_from(fired, at)
     return {"event": name, "first_warning": _first(found, WARNING), "first_page": _first(found, ALERT),
             "message": next((a.message for a in fired if a.new and a.severity == ALERT
@@ -448,9 +453,7 @@ def _after_burst(config: DriftConfig, after: int) -> dict:
     the drifted days among the `after` days after it."""
     stream = _STREAM
     at = stream.event_index
-    days = [list(d) for d in stream.days]
-    days[at] = days[at] + stream.packs[stream.burst]
-    frame, fired = _measured(stream, days, config, at, after)
+    frame, fired = _measured(stream, _injected(stream, stream.burst), config, at, after)
     found = _days_from(fired, at)
     later = sorted({day for day, severity in found if severity == ALERT and 1 <= day <= AFTER_BURST_PAGES})
     day = (frame[store.RUN_DATE] - pd.Timestamp(FAKE_START)).dt.days - at
