@@ -182,9 +182,9 @@ def _sample(items: Sequence[Item], news: News, pool: set[str]) -> drift.Sample:
 def stream_drift(days: Sequence[list[Item]], news: News, config: DriftConfig, evaluate: Sequence[int]
                  ) -> pd.DataFrame:
     """drift.csv rows of the stream days `evaluate` (indices into `days`, the stream's items per day), dated from
-    FAKE_START: each day's current window against its reference window, as `job.window_verdicts` forms them
+    FAKE_START: each day's current window against its reference window, as `windows.window_verdicts` forms them
     (the near copies' pool: every item seen by the window's end, the item itself excepted)."""
-    from pipeline.job import Window, _rows, _short
+    from pipeline.windows import Window, _rows, _short
 
     first_seen: dict[str, int] = {}
     for t, items in enumerate(days):
