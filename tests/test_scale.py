@@ -120,9 +120,9 @@ def test_near_copies_flagged_only_on_the_kept_rows_give_the_same_drift_rows(tmp_
             docs = [by_id[c.doc_id] for c in sample_chunks]
             return drift.Sample(sample_vectors, [d.categories[0] if d.categories else "" for d in docs],
                                 [d.source for d in docs], [d.title for d in docs],
-                                duplicate(sample_vectors, sample_chunks))
+                                duplicate(sample_vectors, sample_chunks), documents=[c.doc_id for c in sample_chunks])
 
-        monkeypatch.setattr(job, "_sample", every_row)
+        monkeypatch.setattr(windows, "_sample", every_row)
         full = windows.drift_rows(config, corpus, embedder, day, snapshot, chunks, vectors, [])
     assert any(r["n_reference"] > 12 for r in full)  # the cap is in play
     dup = [r for r in full if r["statistic"] == drift.DUPLICATES.name]
