@@ -8,8 +8,9 @@ BLOCK consecutive days, keeping the stories' continuity), each STREAM_DAYS evalu
 fills the reference window. A real day is never repeated within GAP days of itself, so no window meets a copy of its
 own day, and an item is never its own near copy (a repeated item is the same text, not a flood). Each stream day is
 measured as the daily job measures it: the current window (grown until it holds min_current chunks) against the
-reference_days before it, less the days `windows.left_out` leaves out (an alerted burst does not stay in the
-reference), by `drift.window_drift` on the real embeddings, each chunk labelled with its document; the drift rule
+reference_days before it, less the days `windows.left_out` names (a drifted window not followed by a drifted one,
+such as a burst, does not stay in the reference), by `drift.window_drift` on the real embeddings, each chunk
+labelled with its document (permutations, neighbours and samples move whole documents); the drift rule
 (`alerts._drift_alerts` and `mark_ongoing`) then turns the verdicts into warnings and pages, a page being a run that
 notifies a new alert. The same verdicts are replayed under other rule settings, which cost no new statistics.
 
@@ -59,12 +60,8 @@ from pipeline.alerts import ALERT, WARNING, Alert, _drift_alerts, alerts_frame, 
 from pipeline.chunking import chunk_document
 from pipeline.config import DriftConfig, EmbedderConfig
 from pipeline.sources import parse_feed
+from pipeline.windows import Window, _rows, _short, left_out
 
-try:  # TODO(issue 30): drop the guard once pipeline/windows.py has landed
-    from pipeline import windows as _windows
-except ImportError:
-    _windows = None
-left_out = getattr(_windows, "left_out", None)
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "bench" / "out"
@@ -299,7 +296,7 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
 def left_out_days(rows: list[dict], run_date: date, days: range) -> set[int]:
     """The stream days of `days` (indices, dated from FAKE_START) that `windows.left_out` leaves out of the
     reference of `run_date`, from the drift rows of the days before it."""
-    if left_out is None or not rows:
+    if not rows:  # nothing measured before: nothing to leave out
         return set()
     ranges = left_out(_frame(rows), pd.Timestamp(run_date))
     dated = {d: pd.Timestamp(FAKE_START + timedelta(days=d)) for d in days}
@@ -309,10 +306,9 @@ def left_out_days(rows: list[dict], run_date: date, days: range) -> set[int]:
 def stream_drift(days: Sequence[list[Item]], stream: Stream, config: DriftConfig, evaluate: Sequence[int]
                  ) -> pd.DataFrame:
     """drift.csv rows of the stream days `evaluate` (indices into `days`, the stream's items per day, in order),
-    dated from FAKE_START: each day's current window against its reference window, as `job.window_verdicts` forms
-    them (the near copies' pool: every item seen by the window's end, the item itself excepted), the reference less
-    the days `windows.left_out` names from the rows of the days evaluated before."""
-    from pipeline.job import Window, _rows, _short
+    dated from FAKE_START: each day's current window against its reference window, as `windows.window_verdicts`
+    forms them (the near copies' pool: every item seen by the window's end, the item itself excepted), the reference
+    less the days `windows.left_out` names from the rows of the days evaluated before."""
 
     first_seen: dict[str, int] = {}
     for t, items in enumerate(days):

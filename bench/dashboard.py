@@ -26,7 +26,7 @@ from pipeline.alerts import ALERT, CORPUS_METRIC, CORPUS_WIDE, DRIFT, DROP, FEED
 from pipeline.config import ENV_CONFIG, ENV_DATA_DIR, Config, RetrievalConfig, to_toml
 from pipeline.corpus import Corpus, text_hash
 from pipeline.embeddings import Embedder
-from pipeline.job import chunk_documents
+from pipeline.chunking import chunk_documents
 from pipeline.sources import Document
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,6 +23,7 @@ from unittest import mock
 from xml.sax.saxutils import escape
 
 from pipeline import drift, job, store
+from pipeline.chunking import chunk_documents
 from pipeline.config import Config, SourceConfig
 from pipeline.corpus import CORPUS_FILE, Corpus, text_hash
 from pipeline.embeddings import Embedder
@@ -353,7 +354,7 @@ def warm_up(embedder: Embedder, batch_size: int) -> float:
 def chunk_texts(config: Config) -> list[str]:
     """The texts the run encoded: the snapshot's chunks, each distinct text once (as embed_cached does)."""
     with Corpus.in_dir(config.data_dir, readonly=True) as corpus:
-        chunks = job.chunk_documents(config, corpus.snapshot(RUN_DATE))
+        chunks = chunk_documents(config, corpus.snapshot(RUN_DATE))
     return list({text_hash(c.text): c.text for c in chunks}.values())
 
 

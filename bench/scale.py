@@ -47,7 +47,7 @@ def quality(demo: Path) -> None:
     """recall@5 and MRR@5 of the dense pipeline on the demo's last run date, per backend, and every question
     whose value differs from torch's."""
     from pipeline.gold import load_gold
-    from pipeline.job import chunk_documents
+    from pipeline.chunking import chunk_documents
     from pipeline.metrics import evaluate
     from pipeline.retrieval import Retriever
 

@@ -59,7 +59,7 @@ def condition_of(rule: str, pipeline: str, metric: str) -> tuple[str, ...]:
     return (rule, pipeline) if per_pipeline else (rule, pipeline, metric)
 
 
-# drift.csv verdicts (written by job.drift_rows; drift.py defines how each is reached).
+# drift.csv verdicts (written by windows.drift_rows; drift.py defines how each is reached).
 DRIFTED = "drifted"
 STABLE = "stable"
 QUERY_PREFIX = "query_"  # drift.QUERY_PREFIX: the query log's statistics
@@ -307,17 +307,18 @@ class DriftWindow:
 @dataclass(frozen=True)
 class DriftConfirmation:
     """Whether a drifted window pages: `confirmed` by the one-day page level or by `windows` (today's and the
-    earlier disjoint windows looked at, newest first) of which `n_drifted` drifted."""
+    earlier disjoint windows looked at, newest first) of which `n_drifted` drifted without paging before."""
 
     confirmed: bool
     page_level: bool
     windows: tuple[DriftWindow, ...]
-    n_drifted: int
+    n_drifted: int  # the windows that confirm: today's and the earlier drifted ones that did not page themselves
+    confirming: tuple[DriftWindow, ...] = ()
 
     def describe(self, config: DriftConfig) -> str:
         if self.page_level:
             return f"Confirmed on its own day: Holm-adjusted p below the page level {config.page_alpha:g}"
-        dates = ", ".join(f"{w.run_date:%Y-%m-%d}" for w in self.windows if w.drifted)
+        dates = ", ".join(f"{w.run_date:%Y-%m-%d}" for w in self.confirming)
         seen = f"{self.n_drifted} of the last {_plural(len(self.windows), 'disjoint window')} ({dates})"
         if self.confirmed:
             return f"Confirmed: drifted in {seen}"
@@ -351,23 +352,31 @@ def confirm_drift(windows: Sequence[DriftWindow], today: pd.Timestamp, config: D
     """Whether the drift of `today`'s window pages: at the one-day page level (its smallest Holm-adjusted p of a
     drifted statistic below `page_alpha`), or when `confirm_windows` of the last `confirm_of` disjoint current
     windows drifted: today's, then the latest run whose window ended before today's began, and so on back. Only
-    disjoint windows count, so one burst seen by two overlapping windows is not its own confirmation.
+    disjoint windows count, so one burst seen by two overlapping windows is not its own confirmation; and a window
+    whose drift already paged confirms no later one, so a burst that paged on its day cannot make an ordinary
+    excursion days later page "since" the burst.
 
     `windows`: `drift_windows`."""
-    by_day = {w.run_date: w for w in windows}
-    now = by_day.get(today)
-    if now is None or not now.drifted:
-        return DriftConfirmation(False, False, (), 0)
-    chain = [now]
-    earlier = sorted((w for w in windows if w.run_date < today), key=lambda w: w.run_date, reverse=True)
-    for w in earlier:
-        if len(chain) == config.confirm_of:
+    ordered = sorted(windows, key=lambda w: w.run_date)
+    paged: dict[pd.Timestamp, bool] = {}
+    found = DriftConfirmation(False, False, (), 0)
+    for i, now in enumerate(ordered):  # oldest first: whether each earlier window paged decides the later ones
+        if now.run_date > today:
             break
-        if w.run_date < chain[-1].current_start:
-            chain.append(w)
-    n = sum(w.drifted for w in chain)
-    page_level = now.min_p < config.page_alpha
-    return DriftConfirmation(page_level or n >= config.confirm_windows, page_level, tuple(chain), n)
+        found = DriftConfirmation(False, False, (), 0)
+        if now.drifted:
+            chain = [now]
+            for w in reversed(ordered[:i]):
+                if len(chain) == config.confirm_of:
+                    break
+                if w.run_date < chain[-1].current_start:
+                    chain.append(w)
+            confirming = (now, *(w for w in chain[1:] if w.drifted and not paged[w.run_date]))
+            page_level = now.min_p < config.page_alpha
+            found = DriftConfirmation(page_level or len(confirming) >= config.confirm_windows, page_level,
+                                      tuple(chain), len(confirming), confirming)
+        paged[now.run_date] = found.confirmed
+    return found if today in paged else DriftConfirmation(False, False, (), 0)
 
 
 def _drift_alerts(day: str, today: pd.Timestamp, drift: pd.DataFrame, config: DriftConfig) -> list[Alert]:

@@ -271,7 +271,7 @@ def _run(args: argparse.Namespace) -> int:
 def _rebaseline(args: argparse.Namespace) -> int:
     from pipeline import store
     from pipeline.corpus import Corpus
-    from pipeline.job import Window, entered
+    from pipeline.windows import Window, entered
 
     config = load_config(args.config, data_dir=args.data_dir)
     window = Window(args.date - timedelta(days=config.drift.reference_days), args.date)

@@ -181,7 +181,10 @@ class DriftConfig:
     n_components: int = 10  # principal components (fitted on both samples) for PSI, KL and KS
     bins: int = 10  # PSI/KL bins: the reference's quantiles (deciles by default)
     epsilon: float = 1e-4  # share given to an empty bin, so PSI and KL stay finite
-    sample_cap: int = 1000  # at most this many chunk embeddings per side (a seeded sample)
+    sample_cap: int = 1000  # at most this many chunk embeddings per side (a seeded sample of whole documents)
+    # At most this many chunks of one document (evenly spaced over it) enter a side's sample: a document's chunks
+    # are alike, so a long document would otherwise outweigh the rest (its chunks move together in the nulls).
+    max_chunks_per_document: int = 16
     permutations: int = 500  # draws of the permutation null of every statistic
     alpha: float = 0.05  # family-wise error of one run's verdicts (Holm over the statistics)
     # When a drifted window pages (an alert; otherwise a warning, "drifted, not confirmed"): when it is drifted in
@@ -498,6 +501,8 @@ def _check(cfg: Config, src: str) -> None:
     d = cfg.drift
     if d.n_components <= 0 or d.bins < 2 or not 0 < d.epsilon < 1 or d.sample_cap < 10:
         raise bad("drift", "need n_components > 0, bins >= 2, 0 < epsilon < 1 and sample_cap >= 10")
+    if d.max_chunks_per_document < 1:
+        raise bad("drift.max_chunks_per_document", "must be >= 1")
     if not 1 <= d.window_days <= d.max_window_days or d.reference_days < 1 or d.min_current < 2 or d.min_reference < 2:
         raise bad("drift.window_days", "need 1 <= window_days <= max_window_days, reference_days >= 1, "
                                        "min_current and min_reference >= 2")

@@ -86,7 +86,7 @@ def sample_rows(matrix: np.ndarray, cap: int, seed: int) -> np.ndarray:
     when it has no more than `cap` rows. Two matrices of the same length sampled with one seed keep the same rows."""
     if cap < 1:
         raise ValueError(f"cap must be >= 1, got {cap}")
-    return matrix if matrix.shape[0] <= cap else matrix[kept_rows(matrix.shape[0], cap, seed)]
+    return matrix if matrix.shape[0] <= cap else matrix[kept_rows(np.ones(matrix.shape[0], np.int64), cap, seed)]
 
 
 def project(reference: np.ndarray, current: np.ndarray, n_components: int,
@@ -279,7 +279,9 @@ MAX_EXAMPLES = 3  # titles named in a detail
 @dataclass(frozen=True)
 class Sample:
     """The chunks of one side: embeddings (unit length) and, per chunk, its document's primary category,
-    source and title (empty lists when unknown, e.g. for query logs)."""
+    source and title (empty lists when unknown, e.g. for query logs), and its document. The document is the
+    unit: a document's chunks are alike and enter together, so they stay on one side in every permutation,
+    never neighbour each other, and are sampled together."""
 
     vectors: np.ndarray
     categories: Sequence[str] = ()
@@ -290,6 +292,11 @@ class Sample:
     # `kept_rows`), so a large window is not read whole. None: every row is held.
     rows: np.ndarray | None = None
     n: int | None = None
+    # Per held row, the id of its document; empty: every chunk is a document of its own (a logged query).
+    documents: Sequence[str] = ()
+    # The chunks of each document of the whole side, in row order (its rows numbered document after document);
+    # None: the runs of one id in `documents`, which needs every row held.
+    counts: Sequence[int] | None = None
 
     def __len__(self) -> int:
         return int(self.vectors.shape[0]) if self.n is None else self.n
@@ -302,6 +309,34 @@ class Sample:
         if len(keep) and (at.max() >= len(self.rows) or not np.array_equal(self.rows[at], keep)):
             raise DriftError("a sample asks for rows its side does not hold")
         return at
+
+    def document_counts(self) -> np.ndarray:
+        """The chunks of each document of the whole side, in row order."""
+        if self.counts is not None:
+            counts = np.asarray(self.counts, np.int64)
+            if counts.sum() != len(self):
+                raise DriftError(f"the documents' chunk counts add up to {counts.sum()}, the side has {len(self)}")
+            return counts
+        if self.rows is not None:
+            raise DriftError("a side holding only some of its rows needs its documents' chunk counts")
+        if not len(self.documents):
+            return np.ones(len(self), np.int64)
+        return run_lengths(self.documents)
+
+    def groups(self) -> np.ndarray:
+        """Per held row, its document as an integer (0, 1, ... in order of appearance)."""
+        if not len(self.documents):
+            return np.arange(self.vectors.shape[0])
+        return np.repeat(np.arange(len(run_lengths(self.documents))), run_lengths(self.documents))
+
+
+def run_lengths(documents: Sequence[str]) -> np.ndarray:
+    """The lengths of the runs of one id in `documents`; a document's chunks must be consecutive."""
+    ids = np.asarray(documents, dtype=object)
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    if len(starts) != len(set(ids.tolist())):
+        raise DriftError("a document's chunks must be consecutive rows of its side")
+    return np.diff(np.r_[starts, len(ids)])
 
 
 @dataclass(frozen=True)
@@ -334,44 +369,64 @@ def _verdict(stat: Statistic, observed: float, null: np.ndarray, effect: float |
                    _permutation_p(observed, null), float(observed - mean if effect is None else effect), detail)
 
 
-def _labels(n_ref: int, n_cur: int, permutations: int, rng: np.random.Generator) -> np.ndarray:
-    """Boolean "is current" labels: row 0 the observed split, then `permutations` random splits."""
-    observed = np.r_[np.zeros(n_ref, bool), np.ones(n_cur, bool)]
+def _labels(groups: np.ndarray, n_ref_documents: int, permutations: int, rng: np.random.Generator) -> np.ndarray:
+    """Boolean "is current" labels per chunk: row 0 the observed split, then `permutations` random splits of
+    the DOCUMENTS (a document's chunks always on one side). `groups`: per pooled chunk its document, numbered
+    0.. with the reference's documents first; with one chunk per document these are the chunks' permutations."""
+    n_documents = int(groups.max()) + 1 if len(groups) else 0
+    observed = np.r_[np.zeros(n_ref_documents, bool), np.ones(n_documents - n_ref_documents, bool)]
     draws = np.array([rng.permutation(observed) for _ in range(permutations)]).reshape(permutations, -1)
-    return np.vstack([observed, draws])
+    return np.vstack([observed, draws])[:, groups]
 
 
 def _psi_rows(proj: np.ndarray, labels: np.ndarray, bins: int, epsilon: float) -> np.ndarray:
     """Mean PSI over the components for every label row, vectorised over the rows: `psi`'s reference quantile
-    bins and empty-bin shares (the components are continuous, so no quantile repeats and no point mass)."""
+    bins (numpy's linear quantile) and empty-bin shares; the sides' sizes may differ from row to row (whole
+    documents move). Per component the pooled values are sorted once: a row's reference quantiles are read at
+    its reference ranks, and its counts below each edge from running counts (the components are continuous, so
+    no quantile repeats and no point mass)."""
     is_cur = labels
-    n_cur = int(is_cur[0].sum())
-    n_ref = is_cur.shape[1] - n_cur
+    rows, n = is_cur.shape
+    n_cur = is_cur.sum(axis=1)
+    n_ref = n - n_cur
     levels = np.arange(1, bins) / bins
-    total = np.zeros(labels.shape[0])
+    virtual = (n_ref[:, None] - 1) * levels[None, :]  # numpy's "linear" quantile position among the reference
+    low = np.floor(virtual).astype(np.int64)
+    frac = virtual - low
+    high = np.minimum(low + 1, n_ref[:, None] - 1)
+    offset = (np.arange(rows) * (n + 1))[:, None]  # row r's running counts lifted above row r - 1's
+    row_start = (np.arange(rows) * n)[:, None]
+    total = np.zeros(rows)
     for j in range(proj.shape[1]):
-        x = proj[:, j]
-        values = np.broadcast_to(x, is_cur.shape)
-        ref_values = values[~is_cur].reshape(-1, n_ref)
-        edges = np.quantile(ref_values, levels, axis=1).T  # (rows, bins - 1)
-        bin_of = (values[:, :, None] >= edges[:, None, :]).sum(axis=2)  # (rows, n)
-        one_hot = bin_of[:, :, None] == np.arange(bins)[None, None, :]
-        cur_counts = (one_hot & is_cur[:, :, None]).sum(axis=1)
-        ref_counts = (one_hot & ~is_cur[:, :, None]).sum(axis=1)
+        order = np.argsort(proj[:, j], kind="stable")
+        x = proj[order, j]
+        cur = is_cur[:, order]
+        running_ref = np.cumsum(~cur, axis=1) + offset  # increasing across rows: one searchsorted for all
+        flat = running_ref.ravel()
+        at_low = np.searchsorted(flat, low + 1 + offset) - row_start  # where the (low+1)-th reference value sits
+        at_high = np.searchsorted(flat, high + 1 + offset) - row_start
+        a, b = x[at_low], x[at_high]
+        edges = np.where(frac < 0.5, a + (b - a) * frac, b - (b - a) * (1 - frac))  # numpy's _lerp
+        below = np.searchsorted(x, edges, side="left")  # pooled values under each edge
+        running_cur = np.concatenate([np.zeros((rows, 1), np.int64), np.cumsum(cur, axis=1)], axis=1)
+        cur_below = np.take_along_axis(running_cur, below, axis=1)
+        ref_below = below - cur_below
+        cur_counts = np.diff(np.concatenate([np.zeros((rows, 1), np.int64), cur_below, n_cur[:, None]], axis=1))
+        ref_counts = np.diff(np.concatenate([np.zeros((rows, 1), np.int64), ref_below, n_ref[:, None]], axis=1))
 
-        def shares(counts: np.ndarray, n: int) -> np.ndarray:
-            share = np.where(counts == 0, epsilon, counts / n)
+        def shares(counts: np.ndarray, size: np.ndarray) -> np.ndarray:
+            share = np.where(counts == 0, epsilon, counts / size[:, None])
             return share / share.sum(axis=1, keepdims=True)
 
-        ref, cur = shares(ref_counts, n_ref), shares(cur_counts, n_cur)
-        total += np.sum((cur - ref) * np.log(cur / ref), axis=1)
+        ref, cur_share = shares(ref_counts, n_ref), shares(cur_counts, n_cur)
+        total += np.sum((cur_share - ref) * np.log(cur_share / ref), axis=1)
     return total / proj.shape[1]
 
 
 def _ks_rows(proj: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """The largest two-sample KS distance over the components for every label row (ties handled by
-    evaluating the empirical CDFs only where the pooled value changes)."""
-    n_cur = labels[0].sum()
+    evaluating the empirical CDFs only where the pooled value changes; the sides' sizes may vary by row)."""
+    n_cur = labels.sum(axis=1)[:, None]
     n_ref = labels.shape[1] - n_cur
     best = np.zeros(labels.shape[0])
     for j in range(proj.shape[1]):
@@ -385,42 +440,54 @@ def _ks_rows(proj: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return best
 
 
-def _classifier_rows(similarity: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Balanced leave-one-out accuracy of a kNN classifier telling current from reference chunks (each
-    chunk's NEIGHBOURS most similar other chunks vote, weighted by the inverse of their side's size)."""
+def _other_documents(similarity: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """The similarities with every pair of chunks of one document (a chunk and itself included) at -inf: a
+    chunk's neighbours are other documents' chunks, or its own document would vouch for it."""
     sim = similarity.copy()
-    np.fill_diagonal(sim, -np.inf)
-    k = min(NEIGHBOURS, sim.shape[0] - 1)
+    sim[groups[:, None] == groups[None, :]] = -np.inf
+    return sim
+
+
+def _classifier_rows(similarity: np.ndarray, labels: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Balanced leave-one-document-out accuracy of a kNN classifier telling current from reference chunks:
+    each chunk's NEIGHBOURS most similar chunks of OTHER documents vote, weighted by the inverse of their side's
+    size in that row."""
+    sim = _other_documents(similarity, groups)
+    k = min(NEIGHBOURS, sim.shape[0] - int(np.bincount(groups).max()))
+    if k < 1:
+        raise DriftError("the domain classifier needs chunks of at least two documents")
     neighbours = np.argpartition(-sim, k - 1, axis=1)[:, :k]
-    n_cur = labels[0].sum()
+    n_cur = labels.sum(axis=1)
     n_ref = labels.shape[1] - n_cur
-    votes_cur = labels[:, neighbours].sum(axis=2) / n_cur  # (rows, n, k) -> weighted votes per chunk
-    votes_ref = (~labels[:, neighbours]).sum(axis=2) / n_ref
+    votes_cur = labels[:, neighbours].sum(axis=2) / n_cur[:, None]  # (rows, n, k) -> weighted votes per chunk
+    votes_ref = (~labels[:, neighbours]).sum(axis=2) / n_ref[:, None]
     predicted_cur = votes_cur > votes_ref
     right_cur = (predicted_cur & labels).sum(axis=1) / n_cur
     right_ref = (~predicted_cur & ~labels).sum(axis=1) / n_ref
     return (right_cur + right_ref) / 2
 
 
-def _novel(similarity: np.ndarray, is_cur: np.ndarray) -> np.ndarray:
-    """Per current chunk: whether its nearest reference chunk is farther than the reference's own
-    NOVELTY_QUANTILE leave-one-out nearest-neighbour cosine (the definition; `Neighbours.novel` computes it
-    for every permutation at once)."""
-    ref_ref = similarity[np.ix_(~is_cur, ~is_cur)].copy()
-    np.fill_diagonal(ref_ref, -np.inf)
-    level = np.quantile(ref_ref.max(axis=1), NOVELTY_QUANTILE)
-    return similarity[np.ix_(is_cur, ~is_cur)].max(axis=1) < level
+NO_NEIGHBOUR = -2.0  # the nearest cosine of a chunk with no other document on that side (below any cosine)
+
+
+def _novel(similarity: np.ndarray, is_cur: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Per current chunk: whether its nearest reference chunk of another document is farther than the
+    reference's own NOVELTY_QUANTILE nearest-other-document cosine (the definition; `Neighbours.novel` computes
+    it for every permutation at once)."""
+    sim = _other_documents(similarity, groups)
+    nearest_ref = np.maximum(np.where(~is_cur[None, :], sim, -np.inf).max(axis=1), NO_NEIGHBOUR)
+    level = np.quantile(nearest_ref[~is_cur], NOVELTY_QUANTILE)
+    return nearest_ref[is_cur] < level
 
 
 class Neighbours:
-    """Every chunk's other chunks sorted by similarity (the nearest `top`), so that a chunk's nearest neighbour
-    on one side, under any labelling, is the first of its list on that side: O(n top) a permutation instead
-    of copying the (n, n) similarities. Rows whose `top` nearest all lie on the other side fall back to a
-    full scan, so the result is `_novel`'s exactly."""
+    """Every chunk's chunks of other documents sorted by similarity (the nearest `top`), so that a chunk's
+    nearest neighbour on one side, under any labelling, is the first of its list on that side: O(n top) a
+    permutation instead of copying the (n, n) similarities. Rows whose `top` nearest all lie on the other side
+    fall back to a full scan, so the result is `_novel`'s exactly."""
 
-    def __init__(self, similarity: np.ndarray, top: int = 32) -> None:
-        self.sim = similarity.copy()
-        np.fill_diagonal(self.sim, -np.inf)
+    def __init__(self, similarity: np.ndarray, groups: np.ndarray, top: int = 32) -> None:
+        self.sim = _other_documents(similarity, groups)
         n = len(self.sim)
         t = max(1, min(top, n - 1))
         part = np.argpartition(-self.sim, t - 1, axis=1)[:, :t] if n > 1 else np.zeros((n, 1), np.int64)
@@ -429,14 +496,15 @@ class Neighbours:
         self.rows = np.arange(n)
 
     def nearest_in(self, side: np.ndarray) -> np.ndarray:
-        """Per chunk: the highest similarity to another chunk of `side` (a boolean mask), -inf when none."""
-        hit = side[self.order]
+        """Per chunk: the highest similarity to a chunk of another document on `side` (a boolean mask),
+        NO_NEIGHBOUR when there is none."""
+        hit = side[self.order] & np.isfinite(self.sim[self.rows[:, None], self.order])
         first = hit.argmax(axis=1)
         best = self.sim[self.rows, self.order[self.rows, first]]
         missing = ~hit[self.rows, first]
         if missing.any():
             best[missing] = np.where(side[None, :], self.sim[missing], -np.inf).max(axis=1)
-        return best
+        return np.maximum(best, NO_NEIGHBOUR)
 
     def novel(self, is_cur: np.ndarray) -> np.ndarray:
         nearest_ref = self.nearest_in(~is_cur)
@@ -485,38 +553,56 @@ def _describe(sample: Sample, mask: np.ndarray, what: str) -> str:
     return ", ".join(parts)
 
 
+def _document_flags(sample: Sample) -> tuple[np.ndarray, np.ndarray]:
+    """Per document of a (wholly held) sample: whether any of its chunks has a near copy; and per chunk, its
+    document's flag."""
+    groups = sample.groups()
+    flags = np.zeros(int(groups.max()) + 1 if len(groups) else 0, bool)
+    np.logical_or.at(flags, groups, np.asarray(sample.duplicate, bool))
+    return flags, flags[groups]
+
+
 def _duplicates(reference: Sample, current: Sample) -> Verdict | None:
-    """The share of new chunks with a near copy elsewhere in the corpus against the reference chunks' own
-    share; one-sided Fisher exact test (exact under exchangeability of the chunks' flags)."""
+    """The share of new DOCUMENTS with a near copy elsewhere in the corpus against the reference documents'
+    share; one-sided Fisher exact test on the documents, which is their permutation null (documents, not
+    chunks, are exchangeable: a document's chunks share its copies). Each side's flags look for copies in the
+    corpus seen by its window's end, so the current side's pool holds the days between the two windows' ends
+    too; bench/corpus_null.py measures what that costs on null streams."""
     if current.duplicate is None or reference.duplicate is None:
         return None
-    cur, ref = np.asarray(current.duplicate, bool), np.asarray(reference.duplicate, bool)
+    cur, cur_chunks = _document_flags(current)
+    ref, _ = _document_flags(reference)
     table = [[int(cur.sum()), int((~cur).sum())], [int(ref.sum()), int((~ref).sum())]]
     from scipy import stats
 
     p = float(stats.fisher_exact(table, alternative="greater")[1])
-    null_q95 = float(stats.binom.ppf(0.95, cur.size, ref.mean()) / cur.size)
-    detail = _describe(current, cur, "near copies") if cur.mean() - ref.mean() > 0 else ""
-    return Verdict(DUPLICATES.name, float(cur.mean()), null_q95, float(ref.mean()), math.nan,
+    flagged, documents = int(cur.sum() + ref.sum()), cur.size + ref.size
+    null_q95 = float(stats.hypergeom.ppf(0.95, documents, flagged, cur.size) / cur.size)
+    detail = _describe(current, cur_chunks, "chunks of documents with near copies") if cur.mean() > ref.mean() else ""
+    return Verdict(DUPLICATES.name, float(cur.mean()), null_q95, flagged / documents, math.nan,
                    p, float(cur.mean() - ref.mean()), detail)
 
 
 def window_drift(reference: Sample, current: Sample, config: DriftConfig,
                  thresholds: dict[str, float] | None = None) -> list[Verdict]:
     """Every statistic of FAMILY that the samples support, each against its null at these sample sizes,
-    with Holm-adjusted p-values and verdicts. Both sides are first sampled to `config.sample_cap` rows.
+    with Holm-adjusted p-values and verdicts. Both sides are first sampled by documents (`kept_rows`: at most
+    `config.max_chunks_per_document` chunks of a document, whole documents up to `config.sample_cap` chunks).
 
-    The null of PSI, KS, the classifier, novelty and the new-label shares is the permutation null of the
-    side labels over the pooled chunks (`config.permutations` seeded draws); the principal components are
-    fitted on both sides together, so neither is favoured. Duplicates use Fisher's exact test.
+    The document is the unit. The null of PSI, KS, the classifier, novelty and the new-label shares is the
+    permutation null of the side labels over the pooled DOCUMENTS (`config.permutations` seeded draws; a
+    document's chunks always move together); the classifier and novelty never take a neighbour from the chunk's
+    own document; the principal components are fitted on both sides together, so neither is favoured.
+    Duplicates use Fisher's exact test on documents.
 
     A window drifted at `config.alpha` is tested again with `config.page_permutations` draws (the same seeded
     draws, continued), so that its p-values can reach the one-day page level `config.page_alpha`: with m
     statistics the smallest Holm-adjusted permutation p is m / (draws + 1), 0.014 at 500 draws. Only drifted
     windows pay for it, and the verdicts of the longer draw are the ones kept."""
     thresholds = thresholds or effect_thresholds(config)
-    keep_ref = kept_rows(len(reference), config.sample_cap, config.seed)
-    keep_cur = kept_rows(len(current), config.sample_cap, current_seed(config))
+    per_document = config.max_chunks_per_document
+    keep_ref = kept_rows(reference.document_counts(), config.sample_cap, config.seed, per_document)
+    keep_cur = kept_rows(current.document_counts(), config.sample_cap, current_seed(config), per_document)
     reference, current = _subset(reference, keep_ref), _subset(current, keep_cur)
     ref = _matrix(reference.vectors, "reference")
     cur = _matrix(current.vectors, "current")
@@ -532,18 +618,22 @@ def window_drift(reference: Sample, current: Sample, config: DriftConfig,
 
 def _statistics(reference: Sample, current: Sample, ref: np.ndarray, cur: np.ndarray, config: DriftConfig,
                 permutations: int) -> list[Verdict]:
-    """The family's values, nulls and raw p-values at `permutations` seeded draws (not yet decided)."""
+    """The family's values, nulls and raw p-values at `permutations` seeded draws of the documents (not yet
+    decided)."""
     rng = np.random.default_rng(config.seed)
     pooled = np.vstack([ref, cur])
-    labels = _labels(len(ref), len(cur), permutations, rng)
+    ref_groups = reference.groups()
+    n_ref_documents = int(ref_groups.max()) + 1
+    groups = np.r_[ref_groups, current.groups() + n_ref_documents]  # a version is a unit of its own side
+    labels = _labels(groups, n_ref_documents, permutations, rng)
     ref_proj, cur_proj = project(ref, cur, config.n_components, pooled=True)
     proj = np.vstack([ref_proj, cur_proj])
     with threadpool_limits(limits=1, user_api="blas"):
         similarity = pooled @ pooled.T
     psis = _psi_rows(proj, labels, config.bins, config.epsilon)
     ks = _ks_rows(proj, labels)
-    accuracy = _classifier_rows(similarity, labels)
-    neighbours = Neighbours(similarity)
+    accuracy = _classifier_rows(similarity, labels, groups)
+    neighbours = Neighbours(similarity, groups)
     novel = np.array([neighbours.novel(row).mean() for row in labels])
     is_novel = neighbours.novel(labels[0])
     results = [
@@ -603,15 +693,34 @@ def current_seed(config: DriftConfig) -> int:
     return config.seed + 1
 
 
-def kept_rows(n: int, cap: int, seed: int) -> np.ndarray:
-    """The rows `window_drift` keeps of a side of `n` rows: all of them, or a seeded sample of `cap`, in order."""
-    if n <= cap:
-        return np.arange(n)
-    return np.sort(np.random.default_rng(seed).choice(n, size=cap, replace=False))
+def kept_rows(counts: Sequence[int] | np.ndarray, cap: int, seed: int, per_document: int | None = None
+              ) -> np.ndarray:
+    """The rows `window_drift` keeps of a side whose documents hold `counts` chunks each (its rows numbered
+    document after document): of each document at most `per_document` chunks, evenly spaced over it (all of them
+    when None), so that no long document outweighs the rest; of the documents all, or, when their kept chunks
+    exceed `cap`, whole documents drawn in a seeded order while they fit (at least one). Ascending."""
+    counts = np.asarray(counts, np.int64)
+    if cap < 1:
+        raise ValueError(f"cap must be >= 1, got {cap}")
+    sizes = counts if per_document is None else np.minimum(counts, per_document)
+    if sizes.sum() <= cap:
+        chosen = np.arange(len(counts))
+    else:
+        order = np.random.default_rng(seed).permutation(len(counts))
+        fits = int(np.searchsorted(np.cumsum(sizes[order]), cap, side="right"))
+        chosen = np.sort(order[:max(1, fits)])
+    if np.array_equal(sizes, counts) and len(chosen) == len(counts):
+        return np.arange(int(counts.sum()))
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    parts = [starts[i] + (np.arange(counts[i]) if sizes[i] == counts[i] else
+                          np.unique(np.round(np.linspace(0, counts[i] - 1, sizes[i])).astype(np.int64)))
+             for i in chosen]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
 def _subset(sample: Sample, keep: np.ndarray) -> Sample:
     keep = sample.held(keep)
     pick = lambda values: [values[i] for i in keep] if len(values) else []  # noqa: E731
     return Sample(np.asarray(sample.vectors)[keep], pick(sample.categories), pick(sample.sources),
-                  pick(sample.titles), None if sample.duplicate is None else np.asarray(sample.duplicate)[keep])
+                  pick(sample.titles), None if sample.duplicate is None else np.asarray(sample.duplicate)[keep],
+                  documents=pick(sample.documents))

@@ -471,7 +471,8 @@ def embedding_frame(vectors: np.ndarray, sources: Sequence[str], dims: int) -> p
 def new_chunk_vectors(config: Config, history: History, corpus: Corpus, day: date) -> tuple[np.ndarray, list[str]]:
     """The embeddings of the chunks that entered the corpus since the previous run (from the embedding cache,
     under the run's model), with their documents' sources."""
-    from pipeline.job import Window, chunk_documents, entered
+    from pipeline.chunking import chunk_documents
+    from pipeline.windows import Window, entered
 
     earlier = [d for d in history.dates() if d < day]
     documents = entered(corpus, Window(earlier[-1] if earlier else date.min, day))

@@ -19,12 +19,13 @@ import numpy as np
 import pandas as pd
 import scipy
 
-from pipeline import answers, drift, indexes, memo, signals, store
+from pipeline import answers, drift, indexes, memo, runmemo, signals, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
 from pipeline.notify import deliver, enqueue
-from pipeline.chunking import Chunk, chunk_document, chunk_id
+from pipeline.chunking import Chunk, chunk_document, chunk_id, chunk_settings
+from pipeline.windows import drift_table, window_verdicts
 from pipeline.config import Config, TargetConfig, builtin_pipelines, require_sources, target_list
-from pipeline.corpus import CORPUS_FILE, Corpus, IngestCounts, StoredDocument
+from pipeline.corpus import CORPUS_FILE, Corpus
 from pipeline.corpus import check_file as check_corpus
 from pipeline.embeddings import Embedded, Embedder, embed_cached, locate_model
 from pipeline.exporters import export, with_events
@@ -141,26 +142,6 @@ def _is_latest(config: Config, run_date: date) -> bool:
     return runs.empty or run_date >= runs[store.RUN_DATE].max().date()
 
 
-def chunk_documents(config: Config, documents: Sequence[StoredDocument],
-                    cache: dict[tuple[str, str], list[Chunk]] | None = None) -> list[Chunk]:
-    """Every document's chunks in order. `cache` (one per run and chunking setting: keyed by document id and
-    content hash) keeps each document's chunks, so a document met again in the same run is not split again."""
-    size, overlap = config.chunking.size, config.chunking.overlap
-    if cache is None:
-        return [c for stored in documents
-                for c in chunk_document(stored.document.id, stored.document.title, stored.document.text, size,
-                                        overlap)]
-    out: list[Chunk] = []
-    for stored in documents:
-        key = (stored.document.id, stored.content_hash)
-        chunks = cache.get(key)
-        if chunks is None:
-            doc = stored.document
-            chunks = cache[key] = chunk_document(doc.id, doc.title, doc.text, size, overlap)
-        out += chunks
-    return out
-
-
 def corpus_chunks(config: Config, corpus: Corpus, run_date: date, chunked: dict[tuple[str, str], list[Chunk]]
                   ) -> tuple[list[tuple[str, str, str]], list[Chunk], list[str]]:
     """The run's corpus as (doc id, content hash, first seen) per document and its chunks in order: what
@@ -168,7 +149,7 @@ def corpus_chunks(config: Config, corpus: Corpus, run_date: date, chunked: dict[
     (`Corpus.snapshot_chunks`); only the versions not chunked before under the same settings are read, split
     and added to the chunk cache. Each document's chunks are left in `chunked`; the third value is each
     document's version date (valid from), in the keys' order."""
-    settings = _chunk_settings(config)
+    settings = chunk_settings(config)
     rows = corpus.snapshot_chunks(run_date, settings)
     unchunked = [(doc_id, h, valid_from) for doc_id, h, _, valid_from, texts in rows
                  if texts is None and (doc_id, h) not in chunked]
@@ -252,415 +233,6 @@ def _top1_cosines(retriever: Retriever, rankings: dict[str, list[Ranking]],
                    for r, q in zip(ranked, query_vectors)]
         rows.append((f"{drift.TOP1_COSINE.name}_{pipeline}", drift.query_top1_cosine(cosines)))
     return rows
-
-
-@dataclass(frozen=True)
-class Window:
-    """Run dates (start, end], inclusive of end: the chunks of documents that entered or changed in them."""
-
-    start: date  # exclusive
-    end: date
-
-    def describe(self) -> tuple[str, str]:
-        return (self.start + timedelta(days=1)).isoformat(), self.end.isoformat()
-
-
-def _window_versions(config: Config, corpus: Corpus, run_date: date,
-                     count: Callable[[list[tuple[str, str, str]]], int | None]
-                     ) -> tuple[Window, Window, list[tuple[str, str, str]]] | None:
-    """The reference window, the current window and the versions (doc id, content hash, valid from) that
-    entered in the current window, found by SQL (`Corpus.entered_versions`); `count` gives how many chunks some
-    versions hold (None: it cannot tell, and so neither can this).
-
-    The current window is the last `window_days` days up to the run date, grown a day at a time (up to
-    `max_window_days`) until its new documents hold `min_current` chunks; the reference window is the
-    `reference_days` days just before it, or those ending on the pinned reference date."""
-    d = config.drift
-    for days in range(d.window_days, d.max_window_days + 1):
-        current = Window(run_date - timedelta(days=days), run_date)
-        versions = corpus.entered_versions(current.start, current.end)
-        n = count(versions)
-        if n is None:
-            return None
-        if n >= d.min_current:
-            break
-    pinned = store.read_reference(config.data_dir)
-    end = pinned if pinned is not None and pinned <= current.start else current.start
-    return Window(end - timedelta(days=d.reference_days), end), current, versions
-
-
-def entered(corpus: Corpus, window: Window, at_end: Sequence[StoredDocument] | None = None,
-            known: Sequence[StoredDocument] = ()) -> list[StoredDocument]:
-    """The documents of the corpus at the window's end whose version is not the one of its start, found by SQL
-    (`Corpus.entered`). `at_end` (the corpus at the window's end) or `known` (any stored documents, such as the
-    run's snapshot) supply the documents they hold instead of reading them again."""
-    held = {(s.document.id, s.content_hash): s for s in (at_end if at_end is not None else known)}
-    return corpus.entered(window.start, window.end, held)
-
-
-def _entered_from(corpus: Corpus, window: Window, run_date: date, keys: Sequence[tuple[str, str, str]],
-                  valid_from: Sequence[str]) -> list[tuple[str, str, str]] | None:
-    """`Corpus.entered_versions` of a window ending on or before the run date, found in the run's corpus
-    (`keys`: (doc id, content hash, first seen) on the run date, `valid_from`: each one's version date) instead
-    of by SQL over every document first seen in the window (0.5 s for 100,000). It holds when no document was
-    deleted after the window's end and no document present at its end got a version since: then the corpus at
-    the window's end is the run's less the documents first seen later. None when that does not hold."""
-    start, end = window.start.isoformat(), window.end.isoformat()
-    if window.end > run_date or corpus.changed_after(end, run_date):
-        return None
-    # Documents first seen by the window's start whose version dates from within the window: entered only if
-    # their content differs from the version in force at the start.
-    changed = [k[0] for k, since in zip(keys, valid_from) if k[2] <= start < since]
-    before = corpus.content_hashes(changed, window.start)
-    return [(doc_id, h, since) for (doc_id, h, seen), since in zip(keys, valid_from)
-            if seen <= end and (seen > start or (since > start and before.get(doc_id) != h))]
-
-
-def _chunk_counts(config: Config, corpus: Corpus, versions: Sequence[tuple[str, str, str]],
-                  chunked: dict[tuple[str, str], list[Chunk]], *, read: bool = True) -> list[int] | None:
-    """How many chunks each version holds: from the run's chunks (`chunked`), else the corpus's chunk cache,
-    else (`read`) the version read and split (and kept in `chunked`); None when `read` is off and a version is
-    in neither."""
-    pairs = [(doc_id, h) for doc_id, h, _ in versions]
-    other = [p for p in pairs if p not in chunked]
-    cached = corpus.chunk_counts(_chunk_settings(config), other) if other else {}
-    unknown = [v for v, p in zip(versions, pairs) if p not in chunked and p not in cached]
-    if unknown and not read:
-        return None
-    if unknown:
-        chunk_documents(config, corpus.read_versions(unknown), chunked)
-    return [len(chunked[p]) if p in chunked else cached[p] for p in pairs]
-
-
-def _sample(config: Config, corpus: Corpus, versions: Sequence[tuple[str, str, str]],
-            vectors_of: Callable[[list[Chunk]], np.ndarray], duplicate: Callable[[np.ndarray, list[Chunk]], np.ndarray],
-            seed: int, chunked: dict[tuple[str, str], list[Chunk]]) -> drift.Sample:
-    """One side of the drift comparison: the chunks of these versions in order, of which only the rows the
-    samples keep are read (`window_drift`'s seeded sample of drift.sample_cap drawn with `seed`, and Evidently's),
-    so a window of 100,000 documents costs what its samples do. Near copies are looked for only among the rows
-    `window_drift` keeps; the other rows' flags are never read."""
-    d = config.drift
-    counts = _chunk_counts(config, corpus, versions, chunked)
-    n = int(sum(counts))
-    keep = drift.kept_rows(n, d.sample_cap, seed)
-    rows = keep
-    if d.evidently:
-        rows = np.union1d(keep, drift.kept_rows(n, min(d.sample_cap, drift.EVIDENTLY_SAMPLE_CAP), d.seed))
-    ends = np.cumsum(np.asarray(counts, np.int64))
-    owner = np.searchsorted(ends, rows, side="right")  # the version of each kept row
-    needed = sorted(set(owner.tolist()))
-    docs = dict(zip(needed, corpus.read_versions([versions[i] for i in needed])))
-    chunk_documents(config, list(docs.values()), chunked)  # each needed version's chunks, split at most once
-    sample_chunks = [chunked[(versions[o][0], versions[o][1])][int(r - ends[o] + counts[o])]
-                     for r, o in zip(rows, owner)]
-    vectors = vectors_of(sample_chunks)
-    owners = [docs[o].document for o in owner]
-    flags = np.zeros(len(rows), bool)
-    at = np.searchsorted(rows, keep)
-    if len(keep):
-        flags[at] = duplicate(vectors[at], [sample_chunks[i] for i in at])
-    return drift.Sample(vectors, [x.categories[0] if x.categories else "" for x in owners],
-                        [x.source for x in owners], [x.title for x in owners], flags, rows=rows, n=n)
-
-
-def _near_copies(config: Config, first_seen: Mapping[str, str], chunks: Sequence[Chunk], vectors: np.ndarray,
-                 seen_by: date, owners: tuple[np.ndarray, np.ndarray, dict[str, int]] | None = None
-                 ) -> Callable[[np.ndarray, list[Chunk]], np.ndarray]:
-    """A function flagging, per chunk, a near copy (cosine >= drift.duplicate_cosine) among the chunks of
-    OTHER documents of the corpus first seen by `seen_by` (`first_seen`: each document's first-seen date).
-    `owners`: `_chunk_owners(first_seen, chunks)`, when the caller has it (it is the same for every `seen_by`)."""
-    first_seen, owner, number = owners or _chunk_owners(first_seen, chunks)
-    keep = first_seen <= seen_by.isoformat()
-    everything = bool(keep.all())
-    pool = vectors if everything else vectors[keep]  # no copy of the whole corpus's vectors when all are in
-    pool_owner = owner if everything else owner[keep]
-    order = np.argsort(pool_owner, kind="stable")  # the pool's rows grouped by document
-    grouped = pool_owner[order]
-
-    def flags(sample: np.ndarray, sample_chunks: list[Chunk]) -> np.ndarray:
-        if not len(pool) or not len(sample):
-            return np.zeros(len(sample), bool)
-        similarity = sample @ pool.T
-        mine = np.array([number.get(c.doc_id, -1) for c in sample_chunks], np.int64)
-        lo, hi = np.searchsorted(grouped, mine, "left"), np.searchsorted(grouped, mine, "right")
-        if (hi > lo).any():  # each row's own document's chunks do not count
-            rows = np.repeat(np.arange(len(mine)), hi - lo)
-            similarity[rows, order[np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)])]] = -1
-        return similarity.max(axis=1) >= config.drift.duplicate_cosine
-
-    return flags
-
-
-def _chunk_owners(first_seen: Mapping[str, str], chunks: Sequence[Chunk]
-                  ) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
-    """Per chunk, its document's first-seen date and its document as an integer (comparing ids as strings was
-    seconds), and those integers by document id."""
-    number: dict[str, int] = {}
-    owner = np.fromiter((number.setdefault(c.doc_id, len(number)) for c in chunks), np.int64, len(chunks))
-    dates = np.array([first_seen[c.doc_id] for c in chunks] or [""], dtype=str)[:len(chunks)]
-    return dates, owner, number
-
-
-def _rows(run_date: date, verdicts: Sequence[drift.Verdict], reference: Window, current: Window, n_ref: int,
-          n_cur: int, prefix: str = "") -> list[dict]:
-    start, end = reference.describe()
-    return [{"run_date": run_date.isoformat(), "statistic": prefix + v.statistic, "value": v.value,
-             "reference_date": end, "n_reference": n_ref, "n_current": n_cur, "reference_start": start,
-             "current_start": current.describe()[0],
-             "p_value": v.adjusted_p, "null_value": v.null_q95, "threshold": v.threshold, "verdict": v.verdict,
-             "detail": v.detail} for v in verdicts]
-
-
-def _short(statistics: Sequence[str], why: str) -> list[drift.Verdict]:
-    return [drift.Verdict(name, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, why,
-                          verdict=drift.NOT_ENOUGH_DATA) for name in statistics]
-
-
-def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: date,
-               snapshot: Sequence[StoredDocument], chunks: Sequence[Chunk], vectors: np.ndarray,
-               top1: list[tuple[str, float]], chunked: dict[tuple[str, str], list[Chunk]] | None = None
-               ) -> list[dict]:
-    """drift.csv rows: what entered in the current window against the reference window (each statistic
-    with its null and verdict), Evidently and the top-1 cosines as context, and query-log drift. `chunked`: the
-    run's chunk cache (see `chunk_documents`)."""
-    first_seen = {s.document.id: s.first_seen for s in snapshot}
-    found = window_verdicts(config, corpus, embedder, run_date, first_seen, chunks, vectors, chunked)
-    return drift_table(config, corpus, embedder, run_date, found, top1)
-
-
-@dataclass(frozen=True)
-class WindowVerdicts:
-    """The corpus drift of a run: its windows, their sizes (chunks), the statistics' verdicts and Evidently's
-    (context), and the documents of each window as (doc id, content hash)."""
-
-    reference: Window
-    current: Window
-    n_reference: int
-    n_current: int
-    verdicts: list[drift.Verdict]
-    evidently: list[drift.Verdict]
-    reference_keys: list[tuple[str, str]]
-    current_keys: list[tuple[str, str]]
-
-    def memo(self) -> dict:
-        return {"n_reference": self.n_reference, "n_current": self.n_current,
-                "verdicts": [dataclasses.asdict(v) for v in self.verdicts],
-                "evidently": [dataclasses.asdict(v) for v in self.evidently]}
-
-    @classmethod
-    def from_memo(cls, value: dict, reference: Window, current: Window) -> WindowVerdicts:
-        return cls(reference, current, int(value["n_reference"]), int(value["n_current"]),
-                   [drift.Verdict(**v) for v in value["verdicts"]], [drift.Verdict(**v) for v in value["evidently"]],
-                   [], [])
-
-
-def window_verdicts(config: Config, corpus: Corpus, embedder: Embedder, run_date: date,
-                    first_seen: Mapping[str, str], chunks: Sequence[Chunk], vectors: np.ndarray,
-                    chunked: dict[tuple[str, str], list[Chunk]] | None = None,
-                    versions: tuple[Sequence[tuple[str, str, str]], Sequence[str]] | None = None) -> WindowVerdicts:
-    """The corpus part of `drift_rows`: the windows and the statistics' verdicts. `first_seen`: the first-seen
-    date of each document of the run's corpus, whose `chunks` and their `vectors` are the near copies' pool;
-    `versions`: its (doc id, content hash, first seen) and version dates, from which the reference window's
-    documents are found when nothing since the window's end changed them (see `_entered_from`)."""
-    chunked = {} if chunked is None else chunked
-    reference_window, current_window, current_versions = _window_versions(
-        config, corpus, run_date, lambda versions: sum(_chunk_counts(config, corpus, versions, chunked)))
-    position = {c.id: i for i, c in enumerate(chunks)}
-
-    def vectors_of(sample_chunks: list[Chunk]) -> np.ndarray:
-        """The run's vectors of these chunks when it holds each of them with the same text (a reference
-        document may have changed or gone since), else the embedding cache's."""
-        at = [position.get(c.id) for c in sample_chunks]
-        if all(i is not None and chunks[i].text == c.text for i, c in zip(at, sample_chunks)):
-            return vectors[at].reshape(len(sample_chunks), vectors.shape[1])
-        return embed_cached(corpus, embedder, [c.text for c in sample_chunks]).vectors
-
-    owners = _chunk_owners(first_seen, chunks)
-    current = _sample(config, corpus, current_versions, vectors_of,
-                      _near_copies(config, first_seen, chunks, vectors, run_date, owners),
-                      drift.current_seed(config.drift), chunked)
-    reference_versions = (_entered_from(corpus, reference_window, run_date, *versions) if versions else None)
-    if reference_versions is None:
-        reference_versions = corpus.entered_versions(reference_window.start, reference_window.end)
-    reference = _sample(config, corpus, reference_versions, vectors_of,  # the run's vectors, else the cache
-                        _near_copies(config, first_seen, chunks, vectors, reference_window.end, owners),
-                        config.drift.seed, chunked)
-    n_ref, n_cur = len(reference), len(current)
-    why = drift.not_enough(n_ref, n_cur, config.drift)
-    names = [s.name for s in drift.FAMILY]
-    verdicts = _short(names, why) if why else drift.window_drift(reference, current, config.drift)
-    evidently: list[drift.Verdict] = []
-    if config.drift.evidently and not why:
-        cap = min(config.drift.sample_cap, drift.EVIDENTLY_SAMPLE_CAP)
-        rows = lambda side: side.vectors[side.held(drift.kept_rows(len(side), cap, config.drift.seed))]  # noqa: E731
-        evidently = [drift.Verdict(name, value, math.nan, math.nan, math.nan, math.nan, math.nan,
-                                   verdict=drift.CONTEXT)
-                     for name, value in drift.evidently_embedding_drift(
-                         rows(reference), rows(current), config.drift.seed, cap).rows()]
-    keys = lambda versions: [(doc_id, h) for doc_id, h, _ in versions]  # noqa: E731
-    return WindowVerdicts(reference_window, current_window, n_ref, n_cur, verdicts, evidently,
-                          keys(reference_versions), keys(current_versions))
-
-
-def drift_table(config: Config, corpus: Corpus, embedder: Embedder, run_date: date, found: WindowVerdicts,
-                top1: list[tuple[str, float]]) -> list[dict]:
-    """drift.csv rows of a run from its corpus verdicts, the top-1 cosines and the query log."""
-    context = [drift.Verdict(name, value, math.nan, math.nan, math.nan, math.nan, math.nan, verdict=drift.CONTEXT)
-               for name, value in top1]
-    rows = _rows(run_date, [*found.verdicts, *context, *found.evidently], found.reference, found.current,
-                 found.n_reference, found.n_current)
-    if config.drift.query_log is not None:
-        names = [s.name for s in drift.FAMILY]
-        window = drift.read_query_log(config.drift.query_log, run_date, config.drift.query_window_days)
-        why = drift.not_enough(len(window.reference), len(window.current), config.drift)
-        if why:
-            query = _short(names[:4], why)
-        else:
-            ref_q = embed_cached(corpus, embedder, window.reference).vectors
-            cur_q = embed_cached(corpus, embedder, window.current).vectors
-            query = drift.window_drift(drift.Sample(ref_q), drift.Sample(cur_q), config.drift)
-        query_current = Window(run_date - timedelta(days=config.drift.query_window_days), run_date)
-        query_reference = Window(date.min, query_current.start)
-        rows += _rows(run_date, query, query_reference, query_current, len(window.reference), len(window.current),
-                      drift.QUERY_PREFIX)
-    return rows
-
-
-# --- the memo: a run whose inputs did not change reads what was computed from them ----------------------------
-
-
-def _chunk_settings(config: Config) -> str:
-    return f"size={config.chunking.size} overlap={config.chunking.overlap}"
-
-
-def _retrieval_key(config: Config, gold: Sequence[GoldQuestion], corpus_digest: str) -> str:
-    return memo.key(kind="retrieval", config=config.config_hash(), corpus=corpus_digest,
-                    questions=[q.question for q in gold])
-
-
-def _pool_digest(keys: Sequence[tuple[str, str, str]], seen_by: date) -> str:
-    """The corpus the near copies of a window are looked for in (the run's documents first seen by the window's
-    end), as the digest of what the run's corpus holds beyond it: the documents first seen later."""
-    day = seen_by.isoformat()
-    return memo.digest((doc_id, h) for doc_id, h, first_seen in keys if first_seen > day)
-
-
-def _drift_key(config: Config, corpus_digest: str, digests: Mapping[str, str]) -> str:
-    """The inputs of `window_verdicts`: the run's corpus, each window's documents and each side's near-copy
-    pool (`digests`: reference, current, reference_pool, current_pool), under the same settings."""
-    return memo.key(kind="drift", config=config.config_hash(), corpus=corpus_digest, **digests)
-
-
-def _memo_windows(config: Config, corpus: Corpus, run_date: date
-                  ) -> tuple[Window, Window, list[tuple[str, str]]] | None:
-    """The windows of `window_verdicts` by SQL and the chunk cache's counts, none of the documents read, and the
-    current window's documents as (doc id, content hash). None when a document of the current window is not
-    in the chunk cache (the full run splits it)."""
-    def count(versions: list[tuple[str, str, str]]) -> int | None:
-        counts = _chunk_counts(config, corpus, versions, {}, read=False)
-        return None if counts is None else sum(counts)
-
-    found = _window_versions(config, corpus, run_date, count)
-    if found is None:
-        return None
-    reference, current, versions = found
-    return reference, current, [(doc_id, h) for doc_id, h, _ in versions]
-
-
-@dataclass(frozen=True)
-class Memoized:
-    """What a run reads from the memo instead of computing: the builtin pipelines' rankings and more."""
-
-    rankings: dict[str, list[Ranking]]
-    top1: list[tuple[str, float]]
-    hnsw: list[dict]  # signals.csv rows of the HNSW recall, run_date blank
-    chunks_total: int
-    present: set[str]
-    drift: WindowVerdicts
-
-
-def _rankings_memo(rankings: Mapping[str, Sequence[Ranking]]) -> dict:
-    return {p: [[list(r.doc_ids), list(r.scores), list(r.chunk_ids)] for r in ranked] for p, ranked in rankings.items()}
-
-
-def _rankings_from_memo(value: dict) -> dict[str, list[Ranking]]:
-    return {p: [Ranking(tuple(d), tuple(s), tuple(c)) for d, s, c in ranked] for p, ranked in value.items()}
-
-
-def _memoized(config: Config, corpus: Corpus, run_date: date, gold: Sequence[GoldQuestion],
-              counts: IngestCounts) -> Memoized | None:
-    """The memo's results when every input of the run's retrieval and corpus drift is what they were computed
-    from, else None (the run computes them).
-
-    `counts`: the run date's; a corpus that changed on the run date cannot be the one of a memo computed for an
-    earlier date, which saves reading its keys to find out. At the memo's generation (nothing written to the
-    documents since), a snapshot, window or near-copy pool whose dates moved over no document's date is the
-    memo's: its digest is taken, not computed from the corpus's keys (which cost 0.5 s at 100,000 documents)."""
-    if not memo.enabled():
-        return None
-    kept, drifted = memo.load(config.data_dir, "retrieval"), memo.load(config.data_dir, "drift")
-    if kept is None or drifted is None:
-        return None
-    found, stored = kept[1], drifted[1]
-    if found.get("run_date", "") < run_date.isoformat() and counts.new + counts.updated + counts.deleted:
-        return None
-    try:
-        unchanged = found.get("generation") == stored.get("generation") == corpus.generation()
-        same_corpus = unchanged and not corpus.dated_between(found["run_date"], run_date)
-        keys: list[tuple[str, str, str]] | None = None
-        if same_corpus:
-            corpus_digest = found["corpus"]
-            present = corpus.present((d for q in gold for d in q.relevant_ids), run_date)
-        else:
-            keys = corpus.snapshot_keys(run_date)
-            corpus_digest = memo.digest(k[:2] for k in keys)
-            present = {k[0] for k in keys}
-        if kept[0] != _retrieval_key(config, gold, corpus_digest):
-            return None
-        windows = _memo_windows(config, corpus, run_date)
-        if windows is None:
-            return None
-        reference, current, current_keys = windows
-        old = stored["windows"]  # [start, end] of each window and the near-copy pools' dates, as computed
-        reference_same = (unchanged and not corpus.dated_between(old["reference"][0], reference.start)
-                          and not corpus.dated_between(old["reference"][1], reference.end))
-        digests = {"current": memo.digest(current_keys),
-                   "reference": (stored["digests"]["reference"] if reference_same else
-                                 memo.digest(corpus.entered_keys(reference.start, reference.end)))}
-        for name, seen_by in (("reference_pool", reference.end), ("current_pool", current.end)):
-            if same_corpus and not corpus.dated_between(old[name], seen_by, first_seen_only=True):
-                digests[name] = stored["digests"][name]
-            else:
-                keys = keys if keys is not None else corpus.snapshot_keys(run_date)
-                digests[name] = _pool_digest(keys, seen_by)
-        if drifted[0] != _drift_key(config, corpus_digest, digests):
-            return None
-        return Memoized(_rankings_from_memo(found["rankings"]), [(n, float(v)) for n, v in found["top1"]],
-                        list(found["hnsw"]), int(found["chunks_total"]), present,
-                        WindowVerdicts.from_memo(stored, reference, current))
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        log.warning("%s: a damaged memo (%s): computing anew", config.data_dir / memo.MEMO_DIR, exc)
-        return None
-
-
-def _keep_memo(config: Config, corpus: Corpus, run_date: date, gold: Sequence[GoldQuestion],
-               keys: Sequence[tuple[str, str, str]], rankings: Mapping[str, Sequence[Ranking]],
-               top1: list[tuple[str, float]], hnsw: list[dict], chunks_total: int, found: WindowVerdicts) -> None:
-    if not memo.enabled():
-        return
-    generation = corpus.generation()
-    corpus_digest = memo.digest(k[:2] for k in keys)
-    memo.save(config.data_dir, "retrieval", _retrieval_key(config, gold, corpus_digest),
-              {"run_date": run_date.isoformat(), "generation": generation, "corpus": corpus_digest,
-               "rankings": _rankings_memo(rankings), "top1": [[n, v] for n, v in top1],
-               "hnsw": [{**r, "run_date": ""} for r in hnsw], "chunks_total": chunks_total})
-    digests = {"reference": memo.digest(found.reference_keys), "current": memo.digest(found.current_keys),
-               "reference_pool": _pool_digest(keys, found.reference.end),
-               "current_pool": _pool_digest(keys, found.current.end)}
-    windows = {"reference": [found.reference.start.isoformat(), found.reference.end.isoformat()],
-               "reference_pool": found.reference.end.isoformat(), "current_pool": found.current.end.isoformat()}
-    memo.save(config.data_dir, "drift", _drift_key(config, corpus_digest, digests),
-              {**found.memo(), "generation": generation, "digests": digests, "windows": windows})
 
 
 class DocumentTexts(Mapping):
@@ -786,7 +358,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         history = stored_questions[stored_questions[store.RUN_DATE] < pd.Timestamp(run_date)]
         indexed = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=builtin))
         counts = corpus.counts(run_date)
-        memoized = _memoized(config, corpus, run_date, gold, counts) if builtin else None
+        memoized = runmemo.memoized(config, corpus, run_date, gold, counts) if builtin else None
         if memoized is not None:  # nothing the retrieval or the corpus drift reads has changed: no index, no vector
             log.debug("%s: the corpus, settings and questions are those of the memo: its rankings and drift", run_date)
             rankings, top1, n_chunks = memoized.rankings, memoized.top1, memoized.chunks_total
@@ -834,7 +406,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                                           {doc_id: first_seen for doc_id, _, first_seen in keys}, chunks,
                                           embedded.vectors, chunked, (keys, valid_from))
             if builtin:
-                _keep_memo(config, corpus, run_date, gold, keys, rankings, top1, hnsw_rows, n_chunks, drift_found)
+                runmemo.keep(config, corpus, run_date, gold, keys, rankings, top1, hnsw_rows, n_chunks, drift_found)
         target_rows = []
         by_pipeline_metrics = {p: [r for r in metric_rows if r["pipeline"] == p] for p in builtin}
         by_pipeline_questions = {p: [r for r in question_rows if r["pipeline"] == p] for p in builtin}

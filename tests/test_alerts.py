@@ -349,6 +349,20 @@ def test_a_one_day_drift_pages_at_the_page_level():
     assert [a.severity for a in evaluate(drift=drift_days("D"), drift_config=every_day)] == [ALERT]
 
 
+def test_a_window_that_paged_confirms_no_later_window():
+    """A burst that paged on its own day (p below the page level) is not one of the 2 drifted windows of 3 that
+    confirm an ordinary excursion two days later: that one stays a warning. Its confirmation by two drifted
+    windows that did not page is unchanged, and a drift confirmed by two windows confirms no third either."""
+    burst = drift_row("novel_share", "drifted", 0, p_value=0.0017)
+    excursion = [burst, drift_row("novel_share", "stable", 1), drift_row("novel_share", "drifted", 2)]
+    (alert,) = evaluate(drift=excursion, today=2)
+    assert alert.severity == WARNING and "now 1 of the last 3 disjoint windows" in alert.message
+    (alert,) = evaluate(drift=drift_days("DsD"), today=2)  # the same days, no page on day 0
+    assert alert.severity == ALERT and "(2026-03-03, 2026-03-01)" in alert.message
+    (alert,) = evaluate(drift=drift_days("DDsD"), today=3)  # day 1 paged (with day 0): day 3 stands alone
+    assert alert.severity == WARNING
+
+
 def test_the_query_log_and_the_corpus_confirm_only_themselves():
     rows = drift_days("Ds", query="sD")  # corpus drifted on day 0, queries on day 1
     (alert,) = evaluate(drift=rows, today=1)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import job
+from pipeline import chunking, job, windows
 from pipeline.config import Config, CorpusConfig, SourceConfig
 from pipeline.corpus import Corpus
 
@@ -106,24 +106,24 @@ def test_near_copies_flagged_only_on_the_kept_rows_give_the_same_drift_rows(tmp_
         for i in range(6):
             job.ingest(config, corpus, START + timedelta(days=i))
         snapshot = corpus.snapshot(day)
-        chunks = job.chunk_documents(config, snapshot)
+        chunks = chunking.chunk_documents(config, snapshot)
         vectors = embed_cached(corpus, embedder, [c.text for c in chunks]).vectors
-        fast = job.drift_rows(config, corpus, embedder, day, snapshot, chunks, vectors, [])
+        fast = windows.drift_rows(config, corpus, embedder, day, snapshot, chunks, vectors, [])
 
         def every_row(config, corpus, versions, vectors_of, duplicate, seed, chunked):
             """The side as it was read before: every document of the window, every chunk and its vector,
             every row flagged."""
             documents = corpus.read_versions(versions)
             by_id = {s.document.id: s.document for s in documents}
-            sample_chunks = job.chunk_documents(config, documents)
+            sample_chunks = chunking.chunk_documents(config, documents)
             sample_vectors = vectors_of(sample_chunks)
             docs = [by_id[c.doc_id] for c in sample_chunks]
             return drift.Sample(sample_vectors, [d.categories[0] if d.categories else "" for d in docs],
                                 [d.source for d in docs], [d.title for d in docs],
-                                duplicate(sample_vectors, sample_chunks))
+                                duplicate(sample_vectors, sample_chunks), documents=[c.doc_id for c in sample_chunks])
 
-        monkeypatch.setattr(job, "_sample", every_row)
-        full = job.drift_rows(config, corpus, embedder, day, snapshot, chunks, vectors, [])
+        monkeypatch.setattr(windows, "_sample", every_row)
+        full = windows.drift_rows(config, corpus, embedder, day, snapshot, chunks, vectors, [])
     assert any(r["n_reference"] > 12 for r in full)  # the cap is in play
     dup = [r for r in full if r["statistic"] == drift.DUPLICATES.name]
     assert dup and not np.isnan(dup[0]["value"])
@@ -185,10 +185,10 @@ def test_entered_by_sql_equals_comparing_whole_snapshots(tmp_path, daily):
         for x, start in enumerate(days):
             for end in days[x:]:
                 expected = _entered_by_snapshots(corpus, start, end)
-                window = job.Window(start, end)
-                assert job.entered(corpus, window) == expected
-                assert job.entered(corpus, window, corpus.snapshot(end)) == expected
-                assert job.entered(corpus, window, known=corpus.snapshot(START + timedelta(days=3))) == expected
+                window = windows.Window(start, end)
+                assert windows.entered(corpus, window) == expected
+                assert windows.entered(corpus, window, corpus.snapshot(end)) == expected
+                assert windows.entered(corpus, window, known=corpus.snapshot(START + timedelta(days=3))) == expected
                 checked += bool(expected)
         assert checked > 30
 
@@ -234,7 +234,7 @@ def test_near_copy_flags_equal_the_brute_force_comparison():
     sample = list(rng.choice(len(chunks), 40, replace=False))
     outsider = Chunk("elsewhere#0", "elsewhere", 0, "")
     for day in (date(2026, 2, 28), date(2026, 3, 1), date(2026, 3, 2), date(2026, 3, 3)):
-        flags = job._near_copies(config, first, chunks, vectors, day)
+        flags = windows._near_copies(config, first, chunks, vectors, day)
         sample_vectors = np.vstack([vectors[sample], vectors[:1]])
         got = flags(sample_vectors, [chunks[i] for i in sample] + [outsider])
         expected = [any(chunks[j].doc_id != c.doc_id and first[chunks[j].doc_id] <= day.isoformat()
@@ -275,7 +275,7 @@ def test_corpus_chunks_equal_the_snapshots_chunks(tmp_path, daily, monkeypatch):
         snapshot = corpus.snapshot(day)
         keys, chunks, _ = job.corpus_chunks(config, corpus, day, {})
         assert keys == [(s.document.id, s.content_hash, s.first_seen) for s in snapshot]
-        assert chunks == job.chunk_documents(config, snapshot)
+        assert chunks == chunking.chunk_documents(config, snapshot)
         return chunks
 
     with Corpus.in_dir(config.data_dir) as corpus:
@@ -284,7 +284,7 @@ def test_corpus_chunks_equal_the_snapshots_chunks(tmp_path, daily, monkeypatch):
         day = START + timedelta(days=2)
         first = check(config, corpus, day)  # nothing cached yet: every version read and split
         keys = [k[:2] for k in corpus.snapshot_keys(day)]
-        assert len(corpus.chunk_counts(job._chunk_settings(config), keys)) == len(keys)  # the cache filled
+        assert len(corpus.chunk_counts(chunking.chunk_settings(config), keys)) == len(keys)  # the cache filled
         monkeypatch.setattr(corpus, "read_versions", lambda *a, **k: pytest.fail("a cached version read"))
         assert check(config, corpus, day) == first  # all from the cache
         monkeypatch.undo()
@@ -315,8 +315,8 @@ def test_a_windows_documents_from_the_runs_corpus_equal_the_sql(tmp_path, daily)
             keys, _, valid_from = job.corpus_chunks(config, corpus, run, {})
             for s in range(-2, r + 1):
                 for e in range(s + 1, r + 1):
-                    window = job.Window(START + timedelta(days=s), START + timedelta(days=e))
-                    found = job._entered_from(corpus, window, run, keys, valid_from)
+                    window = windows.Window(START + timedelta(days=s), START + timedelta(days=e))
+                    found = windows._entered_from(corpus, window, run, keys, valid_from)
                     if found is None:
                         refused += 1
                         continue

@@ -22,7 +22,8 @@ from pipeline.config import ConfigError, TargetConfig, load_config
 from pipeline.corpus import Corpus
 from pipeline.gate import evaluate_documents
 from pipeline.gold import load_gold
-from pipeline.job import chunk_documents, ingest, run_day
+from pipeline.chunking import chunk_documents
+from pipeline.job import ingest, run_day
 from pipeline.retrieval import Ranking, Retriever
 from pipeline.targets import HttpTarget, RunsTarget, TargetError, probe
 

@@ -398,7 +398,7 @@ def test_embedding_projection_uses_only_cached_vectors(tmp_path):
         corpus.ingest([doc(f"d{i}", "s", ("x",), texts[i]) for i in range(6)], D1)
         corpus.ingest([doc(f"d{i}", "s", ("x",), texts[i]) for i in range(6, 9)], D2)
         key = Embedder(config.embedder).key
-        from pipeline.job import chunk_documents
+        from pipeline.chunking import chunk_documents
 
         chunks = chunk_documents(config, corpus.snapshot(D2))
         assert len(chunks) == 9  # one chunk per document at this size

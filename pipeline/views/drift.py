@@ -226,7 +226,7 @@ def embedding_projection(data_dir: Path, config: Config, reference: Window, curr
     out and counted rather than embedded (embed_cached would load the model and write the cache)."""
     from pipeline.drift import project
     from pipeline.embeddings import Embedder
-    from pipeline.job import chunk_documents
+    from pipeline.chunking import chunk_documents
 
     key = Embedder(config.embedder).key
     sides: dict[str, tuple[np.ndarray, list]] = {}
