@@ -623,12 +623,12 @@ def format_stream(result: dict) -> str:
                      f"{real.pages_per_90:>12.2f}")
     pooled = _pooled(result["streams"], SETTINGS[0][0])
     lines += ["", f"events injected on {result['event_day']} into the real-order stream (defaults):",
-              f"{'event':<58}{'first warning':>15}{'first page':>13}"]
+              f"{'event':<66}{'first warning':>15}{'first page':>13}"]
     for e in result["events"]:
-        lines.append(f"{e['event']:<58}{_delay(e['first_warning']):>15}{_delay(e['first_page']):>13}")
+        lines.append(f"{e['event']:<66}{_delay(e['first_warning']):>15}{_delay(e['first_page']):>13}")
     if result.get("shift"):
         s = result["shift"]
-        lines.append(f"{'gradual shift, ' + s['event'] + ', ' + str(s['days']) + ' days':<58}"
+        lines.append(f"{'gradual shift, ' + s['event'] + ', ' + str(s['days']) + ' days':<66}"
                      f"{_delay(s['first_warning']):>15}{_delay(s['first_page']):>13}")
     if result.get("after_burst"):
         b = result["after_burst"]
