@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
 from typing import NamedTuple
@@ -206,6 +207,17 @@ def _copy(folder: Path, to: Path) -> Path:
     return config
 
 
+def _fresh_copy(built: Path, to: Path, config_of: Callable[[Path], Config]) -> Path:
+    """A fresh copy at `to` of a backfilled data directory, and its config file beside it (returned)."""
+    from pipeline.config import to_toml
+
+    shutil.rmtree(to, ignore_errors=True)
+    shutil.copytree(built, to)
+    config = to.with_suffix(".toml")
+    config.write_text(to_toml(config_of(to)), encoding="utf-8")
+    return config
+
+
 NEW_DAY, NONE_NEW, RERUN = "100 new s", "none new s", "re-run s"
 
 
@@ -319,7 +331,6 @@ def news(out: Path, repeat: int = 5, stream: Path = NEWS) -> None:
     """The 60-day news backfill (bench.alerts.clean_news: built once per version of pipeline/, cached), then on
     fresh copies of it: its last day run again, and the next day (nothing new), each in a fresh process."""
     from bench.alerts import NEWS_END, clean_news, news_config
-    from pipeline.config import to_toml
 
     if not stream.is_dir():
         print(f"\n{stream}: not here; the real-news rows are skipped")
@@ -333,11 +344,7 @@ def news(out: Path, repeat: int = 5, stream: Path = NEWS) -> None:
     heavy: dict[str, set[str]] = {label: set() for label, _ in days}
     loads = [load()]
     for _ in range(repeat):
-        copy = out / "news-copy"
-        shutil.rmtree(copy, ignore_errors=True)
-        shutil.copytree(clean, copy)
-        config = out / "news-copy.toml"
-        config.write_text(to_toml(news_config(stream, copy)), encoding="utf-8")
+        config = _fresh_copy(clean, out / "news-copy", lambda copy: news_config(stream, copy))
         for label, day in days:
             run = timed_run(config, day)
             seen[label].append(run.seconds)
@@ -438,8 +445,6 @@ def peps(out: Path, repeat: int = 3, stream: Path = PEPS) -> None:
     """The PEP stream backfilled to PEPS_END once, then on fresh copies of it the next day (ten new PEPs, about
     270 chunks, against a reference of 14 days of them) in a fresh process: the drift statistics' seconds by
     function and the whole run's."""
-    from pipeline.config import to_toml
-
     if not (stream / "daily").is_dir():
         print(f"\n{stream}: not here; the PEP rows are skipped")
         return
@@ -450,17 +455,13 @@ def peps(out: Path, repeat: int = 3, stream: Path = PEPS) -> None:
     seen: dict[str, list[float]] = {}
     loads = [load()]
     for _ in range(repeat):
-        copy = out / "peps-copy"
-        shutil.rmtree(copy, ignore_errors=True)
-        shutil.copytree(built, copy)
-        config = out / "peps-copy.toml"
-        config.write_text(to_toml(peps_config(stream, copy)), encoding="utf-8")
+        config = _fresh_copy(built, out / "peps-copy", lambda copy: peps_config(stream, copy))
         for name, seconds in timed_drift_run(config, day).items():
             seen.setdefault(name, []).append(seconds)
     loads.append(load())
     order = [WHOLE_RUN, *[n for n in DRIFT_TIMERS if n in seen]]
-    table(f"A PEP stream day ({day}: ten new PEPs after a backfill {PEPS_START}..{PEPS_END}, {backfilled:.0f} s, "
-          f"cached; python -m pipeline run in a fresh process; median of {repeat} on fresh copies; calls summed per "
+    table(f"A PEP stream day ({day}: ten new PEPs after a backfill {PEPS_START}..{PEPS_END}: {backfilled:.0f} s, "
+          f"cached per version of pipeline/; python -m pipeline run in a fresh process; median of {repeat} on fresh copies; calls summed per "
           f"function, window_drift holding the statistics below it but Evidently's; {bytecode()}; load average "
           f"{' -> '.join(loads)})", ["what", "median s", "range s"],
           [[name, float(np.median(seen[name])), _spread(seen[name])] for name in order])
