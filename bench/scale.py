@@ -461,8 +461,9 @@ def peps(out: Path, repeat: int = 3, stream: Path = PEPS) -> None:
     loads.append(load())
     order = [WHOLE_RUN, *[n for n in DRIFT_TIMERS if n in seen]]
     table(f"A PEP stream day ({day}: ten new PEPs after a backfill {PEPS_START}..{PEPS_END}: {backfilled:.0f} s, "
-          f"cached per version of pipeline/; python -m pipeline run in a fresh process; median of {repeat} on fresh copies; calls summed per "
-          f"function, window_drift holding the statistics below it but Evidently's; {bytecode()}; load average "
+          f"cached per version of pipeline/; python -m pipeline run in a fresh process; median of {repeat} on fresh "
+          f"copies; calls summed per function, window_drift holding the statistics below it but Evidently's; "
+          f"{bytecode()}; load average "
           f"{' -> '.join(loads)})", ["what", "median s", "range s"],
           [[name, float(np.median(seen[name])), _spread(seen[name])] for name in order])
 
