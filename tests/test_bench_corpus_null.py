@@ -157,3 +157,11 @@ def test_the_null_holds_when_documents_have_many_chunks(per_document):
     limit = stats.binom.ppf(0.999, WINDOWS, result["alpha"]) / WINDOWS  # 8 of 40
     low = result["raw_p_low"]
     assert low["classifier_accuracy"] <= limit and low["psi_mean"] <= limit, low
+
+
+@pytest.mark.parametrize("part", ["peps", "news", "all"])
+def test_the_bench_without_a_stream_it_needs_exits_2(tmp_path, capsys, part):
+    absent = str(tmp_path / "absent")
+    assert corpus_null.main(["--part", part, "--news", absent, "--peps", absent, "--out", str(tmp_path / "o")]) == 2
+    assert f"{absent}/daily not found" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
