@@ -526,6 +526,8 @@ def test_novelty_by_sorted_neighbours_equals_the_definition(n_ref, n_cur, top):
         labels = drift_module._labels(groups, first_current, 30, np.random.default_rng(0))
         for row in labels:
             np.testing.assert_array_equal(neighbours.novel(row), drift_module._novel(similarity, row, groups))
+        shares = [drift_module._novel(similarity, row, groups).mean() for row in labels]
+        np.testing.assert_array_equal(neighbours.novel_shares(labels, batch=7), shares)  # every row at once
 
 
 # --- question/document similarity ----------------------------------------------------------------------------
