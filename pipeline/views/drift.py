@@ -219,26 +219,36 @@ class Projection:
 
 
 def embedding_projection(data_dir: Path, config: Config, reference: Window, current: Window,
-                         cap: int = 1500, seed: int = 0) -> Projection:
-    """The chunks of the documents first seen in each window (as the job chunks them, what the drift statistics
-    compare), at most `cap` per side (seeded), with the vectors the job cached under the configured embedder,
-    on the reference's first two principal components. Read-only: a chunk without a cached vector is left
-    out and counted rather than embedded (embed_cached would load the model and write the cache)."""
+                         cap: int | None = None) -> Projection:
+    """The chunks the drift statistics compared: each window's entered documents (the reference less the drifted
+    windows it leaves out, `windows.left_out`), chunked as the job chunks them and sampled by the same seeded
+    draw of whole documents (`drift.kept_rows`, at most `cap` chunks, `drift.sample_cap` by default), with the
+    vectors the job cached under the configured embedder, on the reference's first two principal components.
+    Read-only: a chunk without a cached vector is left out and counted rather than embedded (embed_cached would
+    load the model and write the cache)."""
+    from datetime import timedelta
+
+    from pipeline import drift, windows
+    from pipeline.chunking import chunk_documents
     from pipeline.drift import project
     from pipeline.embeddings import Embedder
-    from pipeline.chunking import chunk_documents
 
     key = Embedder(config.embedder).key
+    d = config.drift
+    left_out = windows.left_out(store.read(data_dir, store.DRIFT), current.end)
     sides: dict[str, tuple[np.ndarray, list]] = {}
     missing = 0
     with Corpus.in_dir(data_dir, readonly=True) as corpus:
-        for side, window in (("reference", reference), ("current", current)):
-            fresh = [d for d in corpus.snapshot(window.end) if window.start.isoformat() <= d.first_seen
-                     <= window.end.isoformat()]
-            chunks = chunk_documents(config, fresh)
-            rng = np.random.default_rng(seed)
-            keep = (np.sort(rng.choice(len(chunks), size=cap, replace=False)) if len(chunks) > cap
-                    else range(len(chunks)))
+        for side, window, seed in (("reference", reference, d.seed), ("current", current, drift.current_seed(d))):
+            versions = corpus.entered_versions(window.start - timedelta(days=1), window.end)
+            if side == "reference":
+                versions = windows.without(versions, left_out)
+            chunked: dict = {}
+            chunk_documents(config, corpus.read_versions(versions), chunked)
+            per_version = [chunked.get((doc_id, h), []) for doc_id, h, _ in versions]
+            chunks = [c for some in per_version for c in some]
+            keep = drift.kept_rows([len(some) for some in per_version], cap or d.sample_cap, seed,
+                                   d.max_chunks_per_document)
             chosen = [chunks[i] for i in keep]
             hashes = [text_hash(c.text) for c in chosen]
             found = corpus.cached_embeddings(key, hashes)
