@@ -232,11 +232,13 @@ def test_a_bm25_run_does_not_import_an_installed_jax(tmp_path):
     repo = Path(__file__).resolve().parents[1]
     env = {**os.environ, "FAKE_JAX_MARK": str(mark),
            "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(repo), os.environ.get("PYTHONPATH", "")])}
-    check = subprocess.run([sys.executable, "-c", "import jax.lax"], env=env, capture_output=True, text=True)
+    check = subprocess.run([sys.executable, "-c", "import jax.lax"], env=env, capture_output=True, text=True,
+                           check=False)
     assert check.returncode == 0 and mark.read_text() == "jax\n"  # the fake is what `import jax` finds
     mark.unlink()
 
-    done = subprocess.run([sys.executable, "-c", BM25_RUN], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", BM25_RUN], env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
     assert done.returncode == 0, done.stderr
     assert not mark.exists(), "the run imported jax"
     assert done.stdout.split() == ["a", "c", "False"]  # both strike chunks, the ferry one first; no JAX top-k
