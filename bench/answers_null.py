@@ -53,7 +53,7 @@ def main() -> None:
     for seed in range(args.seeds):
         frame = stream(seed, args.days, args.questions, args.decline_day)
         t0 = time.perf_counter()
-        counts = {"alert": 0, "warning": 0}
+        counts = dict.fromkeys(contract.SEVERITIES, 0)
         alert_days = set()
         for today in sorted(frame[contract.RUN_DATE].unique()):
             today = pd.Timestamp(today)
@@ -61,13 +61,13 @@ def main() -> None:
             for a in alerts.answer_alerts(today.date().isoformat(), today, history, config,
                                           {"faithfulness": True}):
                 counts[a.severity] = counts.get(a.severity, 0) + 1
-                if a.severity == "alert":
+                if a.severity == contract.ALERT:
                     alert_days.add(today)
                     if args.decline_day is not None and len(alert_days) == 1:
                         first = (today - frame[contract.RUN_DATE].min()).days
                         print(f"      first alert {today.date()} (day {first}): {a.rule} {a.metric}")
         total_alert_days += len(alert_days)
-        print(f"{seed:>4}  {counts['alert']:>10}  {counts['warning']:>12}  "
+        print(f"{seed:>4}  {counts[contract.ALERT]:>10}  {counts[contract.WARNING]:>12}  "
               f"{len(alert_days) * 90 / args.days:>13.2f}  {time.perf_counter() - t0:7.1f}")
     print(f"pooled: {total_alert_days * 90 / (args.days * args.seeds):.2f} days with an alert row per 90 days")
 
