@@ -32,10 +32,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline import drift, store
-from pipeline.alerts import ALERT, WARNING, Alert, _drift_alerts, alerts_frame, mark_ongoing
+from pipeline import contract, drift
+from pipeline.alerts import Alert, _drift_alerts, alerts_frame, mark_ongoing
 from pipeline.chunking import chunk_document
 from pipeline.config import DriftConfig, EmbedderConfig
+from pipeline.contract import ALERT, WARNING
 from pipeline.sources import parse_feed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -191,7 +192,7 @@ def stream_drift(days: Sequence[list[Item]], news: News, config: DriftConfig, ev
         for item in items:
             first_seen.setdefault(item.id, t)
     rows: list[dict] = []
-    names = [s.name for s in drift.FAMILY]
+    names = list(contract.DRIFT_FAMILY)
     for t in evaluate:
         run_date = FAKE_START + timedelta(days=t)
         for k in range(config.window_days, config.max_window_days + 1):
@@ -207,8 +208,8 @@ def stream_drift(days: Sequence[list[Item]], news: News, config: DriftConfig, ev
         end = FAKE_START + timedelta(days=start - 1)
         rows += _rows(run_date, verdicts, Window(end - timedelta(days=config.reference_days), end),
                       Window(end, run_date), len(reference), len(current))
-    frame = pd.DataFrame(rows, columns=list(store.DRIFT_COLUMNS))
-    frame[store.RUN_DATE] = pd.to_datetime(frame[store.RUN_DATE])
+    frame = pd.DataFrame(rows, columns=list(contract.DRIFT_COLUMNS))
+    frame[contract.RUN_DATE] = pd.to_datetime(frame[contract.RUN_DATE])
     return frame
 
 
@@ -216,14 +217,14 @@ def replay(frame: pd.DataFrame, config: DriftConfig) -> list[Alert]:
     """The drift rule over the stream's days in order, each day seeing the rows up to it and the alerts before it
     (as alerts.csv would hold them)."""
     fired: list[Alert] = []
-    dates = sorted(frame[store.RUN_DATE].unique())
-    runs = pd.DataFrame({store.RUN_DATE: dates})
+    dates = sorted(frame[contract.RUN_DATE].unique())
+    runs = pd.DataFrame({contract.RUN_DATE: dates})
     for today in dates:
         today = pd.Timestamp(today)
-        seen = frame[frame[store.RUN_DATE] <= today]
-        previous = alerts_frame(fired).astype({store.RUN_DATE: "datetime64[ns]"})
+        seen = frame[frame[contract.RUN_DATE] <= today]
+        previous = alerts_frame(fired).astype({contract.RUN_DATE: "datetime64[ns]"})
         day = f"{today:%Y-%m-%d}"
-        fired += mark_ongoing(_drift_alerts(day, today, seen, config), today, runs[runs[store.RUN_DATE] <= today],
+        fired += mark_ongoing(_drift_alerts(day, today, seen, config), today, runs[runs[contract.RUN_DATE] <= today],
                               previous)
     return fired
 
@@ -241,9 +242,9 @@ class Count:
 
     @classmethod
     def of(cls, frame: pd.DataFrame, fired: Sequence[Alert]) -> Count:
-        drifted = frame[frame["verdict"] == drift.DRIFTED][store.RUN_DATE].nunique()
+        drifted = frame[frame["verdict"] == contract.DRIFTED][contract.RUN_DATE].nunique()
         new = [a for a in fired if a.new]
-        return cls(int(frame[store.RUN_DATE].nunique()), int(drifted), sum(a.severity == WARNING for a in new),
+        return cls(int(frame[contract.RUN_DATE].nunique()), int(drifted), sum(a.severity == WARNING for a in new),
                    len({a.run_date for a in new if a.severity == ALERT}))
 
 

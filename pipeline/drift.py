@@ -20,12 +20,12 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from pipeline import jsonl
+from pipeline import contract, jsonl
 from pipeline.config import DriftConfig
+from pipeline.contract import DRIFTED, STABLE
 
 EVIDENTLY_SAMPLE_CAP = 2000  # rows per side given to Evidently's classifier (it trains one per call)
 EVIDENTLY_METHOD = "model(bootstrap)"
-QUERY_PREFIX = "query_"  # statistic-name prefix for the query-log drift rows
 
 
 class DriftError(DriftwatchError):
@@ -251,25 +251,15 @@ def read_query_log(path: Path | str, window_end: date, window_days: int) -> Quer
 
 # --- drift of what changed: the window's new chunks against a reference window ---------------------------
 
-# drift.csv verdicts.
-DRIFTED = "drifted"  # significant after Holm over the run's statistics AND above its effect-size line
-STABLE = "stable"
-NOT_ENOUGH_DATA = "not_enough_data"  # too few new (or reference) chunks to say anything
-CONTEXT = "context"  # shown beside the verdicts, not part of them (Evidently, top-1 cosine)
-
-# Statistics with a null (the family a run's verdicts are corrected over), in drift.csv order; their effect-size
-# lines are settings (config.DriftConfig, see `effect_thresholds`).
-PSI_MEAN = Statistic("psi_mean")  # mean PSI over the principal components; effect: above its null mean
-KS_MAX = Statistic("ks_max")  # largest KS distance over the components; effect: above its null mean
-CLASSIFIER = Statistic("classifier_accuracy")  # kNN domain classifier (balanced, leave one out)
-NOVELTY = Statistic("novel_share")  # new chunks with no close neighbour in the reference
-DUPLICATES = Statistic("duplicate_share")  # new chunks with a near copy elsewhere in the corpus
-NEW_CATEGORIES = Statistic("new_category_share")  # new chunks in categories the reference lacks
-NEW_SOURCES = Statistic("new_source_share")  # new chunks from sources the reference lacks
-FAMILY = (PSI_MEAN, KS_MAX, CLASSIFIER, NOVELTY, DUPLICATES, NEW_CATEGORIES, NEW_SOURCES)
-EVIDENTLY_SCORE = Statistic("evidently_model_auc")  # context: Evidently's own bootstrap decides its flag
-EVIDENTLY_DRIFTED = Statistic("evidently_drifted")
-TOP1_COSINE = Statistic("top1_cosine")  # context, per dense pipeline
+# The statistics with a null (the family a run's verdicts are corrected over), in drift.csv order, and the context
+# ones; their names are the contract's. Effect-size lines are settings (config.DriftConfig, see `effect_thresholds`):
+# PSI and KS above their null means, the classifier's balanced accuracy (kNN, leave one out) above its null mean,
+# novel content (no close neighbour in the reference), near copies elsewhere in the corpus, new categories or sources.
+FAMILY = tuple(Statistic(name) for name in contract.DRIFT_FAMILY)
+PSI_MEAN, KS_MAX, CLASSIFIER, NOVELTY, DUPLICATES, NEW_CATEGORIES, NEW_SOURCES = FAMILY
+EVIDENTLY_SCORE = Statistic(contract.EVIDENTLY_MODEL_AUC)  # context: Evidently's own bootstrap decides its flag
+EVIDENTLY_DRIFTED = Statistic(contract.EVIDENTLY_DRIFTED)
+TOP1_COSINE = Statistic(contract.TOP1_COSINE)  # context, per dense pipeline
 
 NOVELTY_QUANTILE = 0.05  # a chunk is novel below the reference's own 5% leave-one-out nearest-neighbour cosine
 NEIGHBOURS = 5  # the kNN domain classifier's k

@@ -1,4 +1,5 @@
-"""The CSV time-series store: schemas, atomic per-date writes, the run lock and typed readers."""
+"""The CSV time-series store: atomic per-date writes of the files `pipeline.contract` defines, the run lock, the seal
+and typed readers."""
 
 from __future__ import annotations
 
@@ -18,94 +19,14 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline import memo
+from pipeline.contract import (AGREEMENT, ALERTS, DRIFT, GENERATION, INT_COLUMNS, METRICS, PER_ANSWER, PER_QUESTION,
+                               RUN_DATE, RUNS, SCHEMAS, SIGNALS, TARGETS, TEXT_COLUMNS)
 from pipeline.errors import DriftwatchError
 
 log = logging.getLogger(__name__)
 
-RUNS = "runs.csv"
-METRICS = "metrics.csv"
-PER_QUESTION = "per_question.csv"
-DRIFT = "drift.csv"
-ALERTS = "alerts.csv"
-SIGNALS = "signals.csv"
-TARGETS = "targets.csv"
-GENERATION = "generation.csv"  # the answer layer (pipeline/answers.py): per run and metric
-PER_ANSWER = "per_answer.csv"  # per answered question
-AGREEMENT = "agreement.csv"  # judge or heuristic against human labels
-ANSWERS_DIR = "answers"  # answers/YYYY-MM-DD.jsonl: the full answer records (text, contexts, claims)
 LOCK_FILE = "driftwatch.lock"
-# Longest document or question id accepted (characters): ids land in every CSV row and in messages.
-MAX_ID_LENGTH = 512
 REFERENCE_FILE = "reference.json"  # the pinned reference date of the drift statistics
-
-# Column names that readers select on (the tuples below are the files' full contracts).
-RUN_DATE = "run_date"
-PIPELINE, K, METRIC, VALUE = "pipeline", "k", "metric", "value"
-QUESTION_ID, FIRST_RANK, RETRIEVED = "question_id", "first_relevant_rank", "retrieved"
-STATISTIC, REFERENCE_DATE = "statistic", "reference_date"
-RULE, SEVERITY, MESSAGE = "rule", "severity", "message"
-EVENTS, DOCS_TOTAL = "events", "docs_total"
-
-RUNS_COLUMNS = (
-    "run_date", "run_id", "started_at", "finished_at", "status", "feeds_ok", "feeds_failed",
-    "docs_new", "docs_updated", "docs_deleted", "docs_total", "chunks_total", "chunks_embedded",
-    "seconds", "model", "config_hash", "events",
-)
-METRICS_COLUMNS = ("run_date", "pipeline", "k", "metric", "value", "n_questions")
-PER_QUESTION_COLUMNS = (
-    "run_date", "pipeline", "k", "question_id", "hit", "recall", "precision", "rr", "ndcg",
-    "unjudged", "first_relevant_rank", "top1_score", "retrieved", "gold_missing",
-)
-DRIFT_COLUMNS = ("run_date", "statistic", "value", "reference_date", "n_reference", "n_current",
-                 "reference_start", "current_start", "p_value", "null_value", "threshold", "verdict", "detail")
-ALERTS_COLUMNS = (
-    "run_date", "rule", "pipeline", "metric", "value", "baseline", "change_pct", "threshold",
-    "severity", "message", "since", "p_value",
-)
-# The label-free early warnings (pipeline/signals.py); question_id is empty on a per-run row.
-SIGNALS_COLUMNS = ("run_date", "pipeline", "k", "question_id", "signal", "value")
-# One row per configured target and run: ok, or failed and why (a failed target has no metric rows that day).
-TARGETS_COLUMNS = ("run_date", "target", "kind", "status", "n_questions", "seconds", "message")
-
-# The answer layer (see pipeline/answers.py and docs/answers.md).
-GENERATION_COLUMNS = ("run_date", "pipeline", "source", "metric", "value", "n", "undetermined")
-PER_ANSWER_COLUMNS = (
-    "run_date", "pipeline", "question_id", "gold_in_context", "faithfulness", "faithfulness_state", "n_claims",
-    "n_supported", "n_contradicted", "answer_relevance", "reverse_relevance", "noncommittal", "k_precision",
-    "unsupported", "citations_invalid", "citation_missing", "refusal", "qa_cosine", "layer",
-)
-AGREEMENT_COLUMNS = ("run_date", "metric", "judge", "level", "n", "agreement", "kappa", "tpr", "fpr", "tp", "fp",
-                     "fn", "tn", "trusted", "labels_file")
-
-SCHEMAS: dict[str, tuple[str, ...]] = {
-    RUNS: RUNS_COLUMNS,
-    METRICS: METRICS_COLUMNS,
-    PER_QUESTION: PER_QUESTION_COLUMNS,
-    DRIFT: DRIFT_COLUMNS,
-    ALERTS: ALERTS_COLUMNS,
-    SIGNALS: SIGNALS_COLUMNS,
-    TARGETS: TARGETS_COLUMNS,
-    GENERATION: GENERATION_COLUMNS,
-    PER_ANSWER: PER_ANSWER_COLUMNS,
-    AGREEMENT: AGREEMENT_COLUMNS,
-}
-
-# Column types for the readers; columns not listed are numbers (float) or, for the text ones below, str.
-_TEXT = {"run_id", "started_at", "finished_at", "status", "model", "config_hash", "events", "pipeline",
-         "metric", "question_id", "retrieved", "statistic", "reference_date", "rule", "severity", "message",
-         "reference_start", "current_start", "verdict", "detail", "since", "signal", "target", "kind",
-         "source", "faithfulness_state", "unsupported", "citations_invalid", "layer", "judge", "level", "labels_file"}
-_INT = {"feeds_ok", "feeds_failed", "docs_new", "docs_updated", "docs_deleted", "docs_total",
-        "chunks_total", "chunks_embedded", "k", "n_questions", "first_relevant_rank", "gold_missing",
-        "n_reference", "n_current"}
-
-# Run status values written to runs.csv.
-STATUS_OK = "ok"
-STATUS_DEGRADED = "degraded"  # some feeds failed
-STATUS_NO_FEEDS = "no_feeds"  # every feed failed: evaluated on the corpus as it was
-# Target status values written to targets.csv.
-TARGET_OK = "ok"
-TARGET_FAILED = "failed"
 
 
 class StoreSchemaError(DriftwatchError):
@@ -536,15 +457,15 @@ def _parse(f: io.BufferedIOBase, name: str, header: bool = True) -> pd.DataFrame
     """The typed frame of CSV text of file `name` (`header`: its first line is the header, else rows only)."""
     columns = SCHEMAS[name]
     frame = pd.read_csv(f, header=0 if header else None, names=None if header else list(columns),
-                        dtype={c: str for c in columns if c in _TEXT or c == RUN_DATE}, keep_default_na=False,
-                        na_values={c: ["", "nan", "NaN"] for c in columns if c not in _TEXT})
+                        dtype={c: str for c in columns if c in TEXT_COLUMNS or c == RUN_DATE}, keep_default_na=False,
+                        na_values={c: ["", "nan", "NaN"] for c in columns if c not in TEXT_COLUMNS})
     frame[RUN_DATE] = pd.to_datetime(frame[RUN_DATE], format="%Y-%m-%d")
     for c in columns:
         if c == RUN_DATE:
             continue
-        if c in _INT:
+        if c in INT_COLUMNS:
             frame[c] = pd.to_numeric(frame[c], errors="coerce").astype("Int64")
-        elif c not in _TEXT:
+        elif c not in TEXT_COLUMNS:
             frame[c] = pd.to_numeric(frame[c], errors="coerce").astype("float64")
     return frame
 
@@ -561,7 +482,7 @@ def as_days(column: pd.Series) -> pd.Series:
 def _dtype(column: str) -> str:
     if column == RUN_DATE:
         return "datetime64[ns]"
-    return "object" if column in _TEXT else ("Int64" if column in _INT else "float64")
+    return "object" if column in TEXT_COLUMNS else ("Int64" if column in INT_COLUMNS else "float64")
 
 
 def read_runs(data_dir: Path) -> pd.DataFrame:
