@@ -173,15 +173,20 @@ def test_a_rerun_killed_between_any_two_writes_leaves_the_old_date_never_a_mix(h
     new = stored(tmp_path / str(kills[-1]) / "store")
     changed = [name for name in old if name.endswith(".csv") or name == f"{store.ANSWERS_DIR}/{day}.jsonl"]
     assert len(changed) == len(STEPS) - 1 and [name for name in old if old[name] != new[name]] == changed
+    mixed, notes = [], {}
     for n in kills[:-1]:
         data_dir = tmp_path / str(n) / "store"
         if 0 < n < len(STEPS):  # a mix, until recover
             assert stored(data_dir) not in (old, new), f"killed after {STEPS[n - 1]}"
         with store.run_lock(data_dir):
-            notes = store.recover(data_dir)
-        assert stored(data_dir) == old, f"killed after {n} steps ({STEPS[n - 1] if n else 'none'})"
-        assert len(notes) == 1 and notes[0].startswith(f"{day}: rolled back a run that did not finish")
-        assert not (data_dir / store.RUN_JOURNAL).exists()
+            notes[n] = store.recover(data_dir)
+        if stored(data_dir) != old:
+            mixed.append(f"killed after {STEPS[n - 1] if n else 'nothing'}: " + ", ".join(
+                name for name, data in stored(data_dir).items() if data != old.get(name)))
+    assert mixed == []  # every kill point: the old date, byte for byte
+    assert all(len(found) == 1 and found[0].startswith(f"{day}: rolled back a run that did not finish")
+               for found in notes.values())
+    assert not any((tmp_path / str(n) / "store" / store.RUN_JOURNAL).exists() for n in notes)
     # The next run after a kill completes the date as an uninterrupted run does, and names the roll back.
     config = make_config(tmp_path / "5")
     store._begin_run(config.data_dir, day)  # killed again, after its journal...
