@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import shutil
+import subprocess
+import sys
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -193,3 +196,67 @@ def test_calls_are_read_back_as_made_and_kept_for_the_latest_run_only(tmp_path, 
     assert memo.Calls(tmp_path, "f", lib="2.0").known == {}  # other inputs: nothing known
     monkeypatch.setenv(memo.ENV_OFF, "1")
     assert memo.Calls(tmp_path, "f", lib="1.0").known == {}
+
+
+# --- code identity: a memo of other code is a miss (issue 30) ---------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _package_copy(tmp_path: Path) -> Path:
+    """A copy of the pipeline package, byte for byte, in a folder of its own (to put first on PYTHONPATH)."""
+    shutil.copytree(ROOT / "pipeline", tmp_path / "pkg" / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path / "pkg"
+
+
+def _in(package: Path, code: str, cwd: Path) -> str:
+    """What `code` prints when run with `package` first on the path (and not the repository's own)."""
+    env = {**os.environ, "PYTHONPATH": str(package), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_memo_key_is_the_code_s_and_changes_with_any_edit(tmp_path):
+    """memo.key once knew the code by __version__ alone ("0.1.0" since the first commit): after an upgrade a re-run
+    read what the old code computed. Now an edit of any module gives other keys."""
+    package = _package_copy(tmp_path)
+    ask = "from pipeline import memo; print(memo.__file__); print(memo.key(kind='drift', corpus='c'))"
+    where, copied = _in(package, ask, tmp_path).split("\n")
+    assert where == str(package / "pipeline" / "memo.py")
+    assert copied == memo.key(kind="drift", corpus="c")  # the same bytes anywhere: the same key
+    with (package / "pipeline" / "drift.py").open("a") as f:
+        f.write("# an edit that changes nothing a run computes still changes the code's identity\n")
+    edited = _in(package, ask, tmp_path).split("\n")[1]
+    assert edited != copied
+    (package / "pipeline" / "views" / "extra.py").write_text("")  # a new module too
+    assert _in(package, ask, tmp_path).split("\n")[1] not in (copied, edited)
+
+
+def test_a_rerun_reads_the_memo_until_the_code_changes(tmp_path, daily, embedder):
+    """End to end: a day run again reads the memo; the same re-run after one module of the package was edited
+    computes (and still writes the same rows)."""
+    config = _config(tmp_path, "memo", daily)
+    for i in range(2):
+        job.run_day(config, START + timedelta(days=i), embedder=embedder, notify=False)
+    before = _rows(config.data_dir)
+    package = _package_copy(tmp_path)
+    rerun = f"""
+from datetime import date
+from pathlib import Path
+from pipeline import job
+from pipeline.config import Config, DriftConfig, SourceConfig
+calls, corpus_chunks = [], job.corpus_chunks
+job.corpus_chunks = lambda *a, **k: calls.append(1) or corpus_chunks(*a, **k)
+config = Config(data_dir=Path({str(config.data_dir)!r}), gold=Path({str(config.gold)!r}),
+                sources=(SourceConfig("news", path=Path({str(daily)!r})),),
+                drift=DriftConfig(min_current=10, min_reference=20, permutations=99, page_permutations=99))
+job.run_day(config, date.fromisoformat({(START + timedelta(days=1)).isoformat()!r}), notify=False)
+print("computed" if calls else "memo")
+"""
+    assert _in(package, rerun, tmp_path) == "memo"  # the same code: the memo is read
+    with (package / "pipeline" / "metrics.py").open("a") as f:
+        f.write("# edited\n")
+    assert _in(package, rerun, tmp_path) == "computed"  # other code: computed anew
+    unlike_runs = lambda found: {name: r for name, r in found.items() if name != store.RUNS}  # noqa: E731
+    assert unlike_runs(_rows(config.data_dir)) == unlike_runs(before)  # (runs.csv: nothing embedded this time)
