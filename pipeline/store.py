@@ -674,8 +674,9 @@ def quarantine_orphans(data_dir: Path) -> list[str]:
             if not target.exists():
                 break
             target = folder / f"{path.stem}.{stamp}-{n}.csv"
-        atomic_write(target, lambda f: (f.write(data[:_row_end(data, 0)]), f.write(moved)))
-        atomic_write(path, lambda f: f.write(kept))
+        copy = data[:_row_end(data, 0)] + moved  # the header, then the rows
+        atomic_write(target, lambda f, rows=copy: f.write(rows))
+        atomic_write(path, lambda f, rows=kept: f.write(rows))
         note = (f"{name}: {_count_rows(moved)} rows of {', '.join(orphans)} (no {RUNS} row, no run journal) moved to "
                 f"{QUARANTINE_DIR}/{target.name}")
         log.warning("%s: %s; put them back with their runs.csv rows, or re-run those dates", data_dir, note)
@@ -724,7 +725,7 @@ def run_journal(data_dir: Path, run_date: date | str) -> Iterator[list[str]]:
     except BaseException:
         try:
             _roll_back_run(data_dir)
-        except Exception:  # noqa: BLE001 - the journal stays: the next run's recover rolls back
+        except Exception:  # the journal stays: the next run's recover rolls back
             log.exception("%s: could not roll back the run of %s; the next run will", data_dir, run_date)
         raise
     (data_dir / RUN_JOURNAL).unlink()
@@ -733,10 +734,12 @@ def run_journal(data_dir: Path, run_date: date | str) -> Iterator[list[str]]:
 
 
 def _records(data_dir: Path, day: str) -> Path:
-    return data_dir / ANSWERS_DIR / f"{day}.jsonl"  # (pipeline/answers.py writes it, atomically)
+    """The date's answers file (pipeline/answers.py writes it, atomically)."""
+    return data_dir / ANSWERS_DIR / f"{day}.jsonl"
 
 
 def _begin_run(data_dir: Path, day: str) -> None:
+    """Write the journal of a run of `day` (see `run_journal`), after keeping the date's answers file beside it."""
     records, backup = _records(data_dir, day), data_dir / _JOURNAL_ANSWERS
     answers = records.exists()
     if answers:  # before the journal, so that a journal always has its copy

@@ -166,7 +166,7 @@ def test_a_rerun_killed_between_any_two_writes_leaves_the_old_date_never_a_mix(h
     driver = DRIVER.format(root=str(ROOT), base=str(base), out=str(tmp_path), day=day, kills=kills)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, env=env, cwd=ROOT,
-                          timeout=300)
+                          timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     codes = dict(map(int, line.split()) for line in done.stdout.split("\n") if line)
     assert codes == {n: 9 for n in kills[:-1]} | {kills[-1]: 0}, done.stderr

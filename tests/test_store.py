@@ -510,14 +510,13 @@ def test_a_run_that_raises_is_rolled_back_at_once(tmp_path, day):
         _answers(tmp_path, d, f'{{"day": "{d}"}}\n')
     store.seal(tmp_path)
     before = _stored(tmp_path)
-    with pytest.raises(RuntimeError, match="disk full"):
-        with store.run_journal(tmp_path, day):
-            assert (tmp_path / store.RUN_JOURNAL).is_file()  # before the first write
-            store.replace_date(tmp_path, store.PER_QUESTION, day, question_rows(day, "other"))
-            store.replace_date(tmp_path, store.DRIFT, day, [])  # a file the run makes
-            _answers(tmp_path, day, '{"new": 1}\n')
-            store.replace_date(tmp_path, store.METRICS, day, metric_rows(day, 0.9))
-            raise RuntimeError("disk full")
+    with pytest.raises(RuntimeError, match="disk full"), store.run_journal(tmp_path, day):
+        assert (tmp_path / store.RUN_JOURNAL).is_file()  # before the first write
+        store.replace_date(tmp_path, store.PER_QUESTION, day, question_rows(day, "other"))
+        store.replace_date(tmp_path, store.DRIFT, day, [])  # a file the run makes
+        _answers(tmp_path, day, '{"new": 1}\n')
+        store.replace_date(tmp_path, store.METRICS, day, metric_rows(day, 0.9))
+        raise RuntimeError("disk full")
     assert _stored(tmp_path) == before
     assert not (tmp_path / store.RUN_JOURNAL).exists()
     with store.run_journal(tmp_path, day):  # done: the journal goes once the store is sealed
@@ -555,8 +554,8 @@ def test_a_journal_left_by_a_dead_run_is_rolled_back_by_recover_even_if_that_is_
 
 
 @pytest.mark.parametrize("journal", [b'{"format": 1, "run_date": "2026-11-03", "fil', b"[]",
-                                     b'{"format": 1, "run_date": "2026-11-03", "answers": false, '
-                                     b'"files": {"../metrics.csv": ""}}'])
+                                     (b'{"format": 1, "run_date": "2026-11-03", "answers": false, '
+                                      b'"files": {"../metrics.csv": ""}}')])
 def test_a_damaged_journal_stops_the_run_naming_it_and_changes_nothing(tmp_path, journal):
     for d in ("2026-11-02", "2026-11-03"):
         _complete_run(tmp_path, d)
