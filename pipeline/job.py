@@ -329,8 +329,9 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
     Every target (the builtin pipelines, or the [[targets]]) is evaluated the same way; a target that fails
     is recorded in targets.csv (and alerted) and gets no metric rows that day, the others go on.
     Order of writes: per_question, metrics, drift, signals, targets, alerts, the [export.*] exporters (a failure
-    is noted in the row's events, never fatal; `seconds` stops before them), then runs; a runs.csv row
-    therefore means the date's other rows are complete. Notification comes last and never fails the run.
+    is noted in the row's events, never fatal; `seconds` stops before them), then runs, all under the run journal
+    (`store.run_journal`): a run killed or failed before its end leaves the date's rows as they were, and a runs.csv
+    row means the date's other rows are complete. Notification comes last and never fails the run.
     """
     started, t0 = _now(), time.perf_counter()
     data_dir = config.data_dir
@@ -338,8 +339,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
     gold, externals = check_inputs(config, run_date, embedder)  # bad input stops the run before anything is written
     builtin = builtin_pipelines(config)
     depth = config.retrieval.candidate_depth
-    with store.run_lock(data_dir), Corpus.in_dir(data_dir) as corpus:
-        store.recover(data_dir)
+    with store.run_lock(data_dir), Corpus.in_dir(data_dir) as corpus, store.run_journal(data_dir, run_date) as notes:
+        events = "; ".join(e for e in (events, *notes) if e)  # what recover did (a roll back, a quarantine)
         # The external targets first: they do not need the corpus, and without sources their texts make it.
         answered = {t.name: evaluate_target(t, gold, depth, run_date) for t in externals}
         for outcome in answered.values():
@@ -471,7 +472,6 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         run["finished_at"] = _now()
         run["events"] = with_events(run["events"], export(config, [run_date], pending=run, corpus=corpus))
         store.replace_date(data_dir, contract.RUNS, run_date, [run])
-        store.seal(data_dir)
     notified = None
     if notifying:  # this run's new alerts and any an earlier run could not deliver
         notified = deliver(data_dir, config.alerts.webhook_url, timeout=config.alerts.webhook_timeout,

@@ -123,8 +123,9 @@ def test_bad_input_exits_2_naming_it_before_any_write(config, bad, capsys, monke
     assert stored(config.data_dir) == before  # byte-identical: nothing was written
 
 
-def test_a_run_drops_the_rows_of_an_interrupted_date_and_stale_temporaries(config, embedder, caplog):
-    # a run killed after per_question.csv and metrics.csv, before runs.csv
+def test_a_run_quarantines_rows_no_run_accounts_for_and_removes_stale_temporaries(config, embedder, caplog):
+    # rows of a date without a runs.csv row and without a run journal: not a killed run (the journal would name it)
+    # but an edit, which recover cannot prove incomplete, so it moves them aside rather than drop them
     metrics = store.read(config.data_dir, contract.METRICS)
     orphan = metrics[metrics["run_date"] == "2026-11-03"].assign(run_date="2026-11-05")
     store.replace_date(config.data_dir, contract.METRICS, "2026-11-05", orphan)
@@ -135,7 +136,11 @@ def test_a_run_drops_the_rows_of_an_interrupted_date_and_stale_temporaries(confi
     dates = store.read_metrics(config.data_dir)["run_date"].dt.strftime("%Y-%m-%d").unique().tolist()
     assert dates == ["2026-11-02", "2026-11-03", NEXT_DAY]
     assert not stale.exists()
-    assert "dropped the rows of 2026-11-05" in caplog.text
+    (moved,) = (config.data_dir / store.QUARANTINE_DIR).iterdir()
+    lines = moved.read_text().splitlines()
+    assert lines[0] == ",".join(contract.METRICS_COLUMNS) and len(lines) == 1 + len(orphan)
+    assert {line.split(",")[0] for line in lines[1:]} == {"2026-11-05"}
+    assert f"metrics.csv: {len(orphan)} rows of 2026-11-05" in caplog.text and moved.name in caplog.text
 
 
 def test_a_newline_in_an_event_note_keeps_reruns_of_the_latest_date_replacing(config, embedder):
