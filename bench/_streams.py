@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from pipeline import store
+from pipeline import contract, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
 from pipeline.config import AlertsConfig, Config
 from pipeline.gold import GoldQuestion
@@ -146,8 +146,8 @@ def simulate_rows(spec: StreamSpec, config: Config) -> tuple[list[dict], list[di
 
 def runs_rows(days: Sequence[date]) -> list[dict]:
     """runs.csv rows of healthy runs: status ok, one feed fetched, none failed."""
-    return [{**{c: "" for c in store.RUNS_COLUMNS}, "run_date": d.isoformat(), "run_id": f"sim{i}",
-             "status": store.STATUS_OK, "feeds_ok": 1, "feeds_failed": 0, "docs_new": 0, "docs_updated": 0,
+    return [{**{c: "" for c in contract.RUNS_COLUMNS}, "run_date": d.isoformat(), "run_id": f"sim{i}",
+             "status": contract.STATUS_OK, "feeds_ok": 1, "feeds_failed": 0, "docs_new": 0, "docs_updated": 0,
              "docs_deleted": 0, "docs_total": 0, "chunks_total": 0, "chunks_embedded": 0, "seconds": 0.0}
             for i, d in enumerate(days)]
 
@@ -164,17 +164,17 @@ class History:
     @classmethod
     def read(cls, data_dir: Path) -> History:
         return cls(store.read_metrics(data_dir), store.read_per_question(data_dir),
-                   store.read(data_dir, store.DRIFT), store.read_runs(data_dir))
+                   store.read(data_dir, contract.DRIFT), store.read_runs(data_dir))
 
     def until(self, day: date, history: HistoryWindow | None = None) -> History:
         """The rows up to and including `day`, all of them or only those of `history`'s run dates."""
         stamp = pd.Timestamp(day)
-        frames = [f.iloc[: int(f[store.RUN_DATE].searchsorted(stamp, side="right"))]
+        frames = [f.iloc[: int(f[contract.RUN_DATE].searchsorted(stamp, side="right"))]
                   for f in (self.metrics, self.per_question, self.drift, self.runs)]
         if history is not None:
-            dates = frames[3][store.RUN_DATE]
+            dates = frames[3][contract.RUN_DATE]
             kept = pd.concat([dates.iloc[: history.first_runs], dates.iloc[-history.last_runs:]]).unique()
-            frames = [f[f[store.RUN_DATE].isin(kept)] for f in frames]
+            frames = [f[f[contract.RUN_DATE].isin(kept)] for f in frames]
         return History(*frames)
 
 
@@ -193,10 +193,10 @@ def simulated_history(spec: StreamSpec) -> History:
     metric_rows, question_rows = simulate_rows(spec, config)
     with tempfile.TemporaryDirectory(prefix="bench-alerts-") as tmp:
         data_dir = Path(tmp)
-        store.write_table(data_dir, store.METRICS, metric_rows)
-        store.write_table(data_dir, store.PER_QUESTION, question_rows)
-        store.write_table(data_dir, store.RUNS, runs_rows(run_dates(spec.days)))
-        store.write_table(data_dir, store.DRIFT, [])
+        store.write_table(data_dir, contract.METRICS, metric_rows)
+        store.write_table(data_dir, contract.PER_QUESTION, question_rows)
+        store.write_table(data_dir, contract.RUNS, runs_rows(run_dates(spec.days)))
+        store.write_table(data_dir, contract.DRIFT, [])
         return History.read(data_dir)
 
 
@@ -207,7 +207,7 @@ def replay_alerts(history: History, days: Sequence[date], config: AlertsConfig, 
     Stops after the first day on which `stop` holds for one of the day's alerts."""
     fired: list[Alert] = []
     for day in days:
-        previous = alerts_frame(fired).astype({store.RUN_DATE: "datetime64[ns]"})
+        previous = alerts_frame(fired).astype({contract.RUN_DATE: "datetime64[ns]"})
         seen = history.until(day, window)
         today = evaluate_alerts(day, seen.metrics, seen.per_question, seen.drift, seen.runs, config, ks, previous)
         fired += today

@@ -25,8 +25,9 @@ from pathlib import Path
 
 from bench._streams import (DECLINE_START, HistoryWindow, StreamSpec, crossing_day, replay_alerts,
                             run_dates, simulated_history)
-from pipeline import store
-from pipeline.alerts import ALERT, CORPUS_WIDE, FEEDS_FAILED, GOLD_MISSING, WARNING, Alert
+from pipeline import contract, store
+from pipeline.alerts import Alert
+from pipeline.contract import ALERT, CORPUS_WIDE, FEEDS_FAILED, GOLD_MISSING, WARNING
 from pipeline.cli import _configure_logging as configure_logging
 from pipeline.config import AlertsConfig, Config, RetrievalConfig, SourceConfig
 from pipeline.corpus import Corpus
@@ -317,10 +318,10 @@ def code_key() -> str:
 
 
 def stored_alerts(data_dir: Path) -> list[Alert]:
-    frame = store.read(data_dir, store.ALERTS)
-    frame[store.RUN_DATE] = frame[store.RUN_DATE].dt.strftime("%Y-%m-%d")
+    frame = store.read(data_dir, contract.ALERTS)
+    frame[contract.RUN_DATE] = frame[contract.RUN_DATE].dt.strftime("%Y-%m-%d")
     frame["pipeline"] = frame["pipeline"].fillna(CORPUS_WIDE)
-    return [Alert(**row) for row in frame[list(store.ALERTS_COLUMNS)].to_dict("records")]
+    return [Alert(**row) for row in frame[list(contract.ALERTS_COLUMNS)].to_dict("records")]
 
 
 def clean_news(news: Path, out: Path, fresh: bool) -> Path:

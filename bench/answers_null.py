@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from pipeline import alerts, store
+from pipeline import alerts, contract
 from pipeline.config import AlertsConfig
 
 
@@ -32,7 +32,7 @@ def stream(seed: int, days: int, questions: int, decline_day: int | None = None)
         if decline_day is not None and d >= decline_day:  # the check that the rules can fire at all
             k, f = k * 0.8, f * 0.8
         for q in range(questions):
-            rows.append({store.RUN_DATE: day, store.PIPELINE: "logged", store.QUESTION_ID: f"q{q:03d}",
+            rows.append({contract.RUN_DATE: day, contract.PIPELINE: "logged", contract.QUESTION_ID: f"q{q:03d}",
                          "k_precision": k[q], "faithfulness": f[q], "answer_relevance": np.nan})
     return pd.DataFrame(rows)
 
@@ -53,21 +53,21 @@ def main() -> None:
     for seed in range(args.seeds):
         frame = stream(seed, args.days, args.questions, args.decline_day)
         t0 = time.perf_counter()
-        counts = {"alert": 0, "warning": 0}
+        counts = dict.fromkeys(contract.SEVERITIES, 0)
         alert_days = set()
-        for today in sorted(frame[store.RUN_DATE].unique()):
+        for today in sorted(frame[contract.RUN_DATE].unique()):
             today = pd.Timestamp(today)
-            history = frame[frame[store.RUN_DATE] <= today]
+            history = frame[frame[contract.RUN_DATE] <= today]
             for a in alerts.answer_alerts(today.date().isoformat(), today, history, config,
                                           {"faithfulness": True}):
                 counts[a.severity] = counts.get(a.severity, 0) + 1
-                if a.severity == "alert":
+                if a.severity == contract.ALERT:
                     alert_days.add(today)
                     if args.decline_day is not None and len(alert_days) == 1:
-                        print(f"      first alert {today.date()} (day {(today - frame[store.RUN_DATE].min()).days}): "
-                              f"{a.rule} {a.metric}")
+                        first = (today - frame[contract.RUN_DATE].min()).days
+                        print(f"      first alert {today.date()} (day {first}): {a.rule} {a.metric}")
         total_alert_days += len(alert_days)
-        print(f"{seed:>4}  {counts['alert']:>10}  {counts['warning']:>12}  "
+        print(f"{seed:>4}  {counts[contract.ALERT]:>10}  {counts[contract.WARNING]:>12}  "
               f"{len(alert_days) * 90 / args.days:>13.2f}  {time.perf_counter() - t0:7.1f}")
     print(f"pooled: {total_alert_days * 90 / (args.days * args.seeds):.2f} days with an alert row per 90 days")
 

@@ -55,13 +55,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline import drift, store
-from pipeline.alerts import ALERT, WARNING, Alert, _drift_alerts, alerts_frame, mark_ongoing
+from pipeline import contract, drift
+from pipeline.alerts import Alert, _drift_alerts, alerts_frame, mark_ongoing
 from pipeline.chunking import chunk_document
 from pipeline.config import DriftConfig, EmbedderConfig
+from pipeline.contract import ALERT, WARNING
 from pipeline.sources import parse_feed
 from pipeline.windows import Window, _rows, _short, left_out
-
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "bench" / "out"
@@ -288,8 +288,8 @@ def _sample(items: Sequence[Item], stream: Stream, pool: set[str]) -> drift.Samp
 
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
-    frame = pd.DataFrame(rows, columns=list(store.DRIFT_COLUMNS))
-    frame[store.RUN_DATE] = pd.to_datetime(frame[store.RUN_DATE])
+    frame = pd.DataFrame(rows, columns=list(contract.DRIFT_COLUMNS))
+    frame[contract.RUN_DATE] = pd.to_datetime(frame[contract.RUN_DATE])
     return frame
 
 
@@ -315,7 +315,7 @@ def stream_drift(days: Sequence[list[Item]], stream: Stream, config: DriftConfig
         for item in items:
             first_seen.setdefault(item.id, t)
     rows: list[dict] = []
-    names = [s.name for s in drift.FAMILY]
+    names = list(contract.DRIFT_FAMILY)
     for t in evaluate:
         run_date = FAKE_START + timedelta(days=t)
         for k in range(config.window_days, config.max_window_days + 1):
@@ -340,14 +340,14 @@ def replay(frame: pd.DataFrame, config: DriftConfig) -> list[Alert]:
     """The drift rule over the stream's days in order, each day seeing the rows up to it and the alerts before it
     (as alerts.csv would hold them)."""
     fired: list[Alert] = []
-    dates = sorted(frame[store.RUN_DATE].unique())
-    runs = pd.DataFrame({store.RUN_DATE: dates})
+    dates = sorted(frame[contract.RUN_DATE].unique())
+    runs = pd.DataFrame({contract.RUN_DATE: dates})
     for today in dates:
         today = pd.Timestamp(today)
-        seen = frame[frame[store.RUN_DATE] <= today]
-        previous = alerts_frame(fired).astype({store.RUN_DATE: "datetime64[ns]"})
+        seen = frame[frame[contract.RUN_DATE] <= today]
+        previous = alerts_frame(fired).astype({contract.RUN_DATE: "datetime64[ns]"})
         day = f"{today:%Y-%m-%d}"
-        fired += mark_ongoing(_drift_alerts(day, today, seen, config), today, runs[runs[store.RUN_DATE] <= today],
+        fired += mark_ongoing(_drift_alerts(day, today, seen, config), today, runs[runs[contract.RUN_DATE] <= today],
                               previous)
     return fired
 
@@ -365,9 +365,9 @@ class Count:
 
     @classmethod
     def of(cls, frame: pd.DataFrame, fired: Sequence[Alert]) -> Count:
-        drifted = frame[frame["verdict"] == drift.DRIFTED][store.RUN_DATE].nunique()
+        drifted = frame[frame["verdict"] == contract.DRIFTED][contract.RUN_DATE].nunique()
         new = [a for a in fired if a.new]
-        return cls(int(frame[store.RUN_DATE].nunique()), int(drifted), sum(a.severity == WARNING for a in new),
+        return cls(int(frame[contract.RUN_DATE].nunique()), int(drifted), sum(a.severity == WARNING for a in new),
                    len({a.run_date for a in new if a.severity == ALERT}))
 
 
@@ -452,9 +452,9 @@ def _after_burst(config: DriftConfig, after: int) -> dict:
     frame, fired = _measured(stream, _injected(stream, stream.burst), config, at, after)
     found = _days_from(fired, at)
     later = sorted({day for day, severity in found if severity == ALERT and 1 <= day <= AFTER_BURST_PAGES})
-    day = (frame[store.RUN_DATE] - pd.Timestamp(FAKE_START)).dt.days - at
+    day = (frame[contract.RUN_DATE] - pd.Timestamp(FAKE_START)).dt.days - at
     clear = day.ge(1) & (frame["current_start"] > f"{FAKE_START + timedelta(days=at):%Y-%m-%d}")  # burst not in it
-    drifted = sorted(set(day[clear & (frame["verdict"] == drift.DRIFTED)]))
+    drifted = sorted(set(day[clear & (frame["verdict"] == contract.DRIFTED)]))
     return {"event": stream.burst, "first_page": _first(found, ALERT), "later_pages": later,
             "drifted_after": [int(d) for d in drifted], "days_after": int(day[clear].nunique()),
             "holding_burst": sorted({int(d) for d in day[day.ge(1) & ~clear]}),
@@ -553,7 +553,7 @@ def synthetic_null(cell: Synthetic) -> dict:
         firsts = ref[:, 0, :]
         across.append(float(((firsts @ firsts.T).sum() - n_ref) / (n_ref * (n_ref - 1))))
         verdicts = drift.window_drift(_side(ref, "r"), _side(cur, "c"), config)
-        drifted += any(v.verdict == drift.DRIFTED for v in verdicts)
+        drifted += any(v.verdict == contract.DRIFTED for v in verdicts)
         for v in verdicts:
             low[v.statistic] = low.get(v.statistic, 0) + (v.p_value < config.alpha)
     return {"per_document": cell.per_document, "cosine": cell.cosine, "windows": cell.windows,
@@ -577,9 +577,10 @@ def format_synthetic(cells: Sequence[dict]) -> str:
     stats = list(cells[0]["raw_p_low"])
     short = {s: s.replace("_share", "").replace("classifier_accuracy", "classifier")[:12] for s in stats}
     first = cells[0]
-    lines = [f"the drift null by chunks per document (simulated: reference {first['chunks'][0]} and current "
-             f"{first['chunks'][1]} chunks at 1 chunk per document, {first['windows']} windows per cell; "
-             f"alpha {first['alpha']:g}); drifted = any statistic drifted, then each statistic's raw p < alpha share",
+    lines = [(f"the drift null by chunks per document (simulated: reference {first['chunks'][0]} and current "
+              f"{first['chunks'][1]} chunks at 1 chunk per document, {first['windows']} windows per cell; "
+              f"alpha {first['alpha']:g}); drifted = any statistic drifted, then each statistic's raw p < alpha "
+              "share"),
              f"{'chunks/doc':>10}{'cosine':>8}{'measured':>10}{'across':>8}{'drifted':>9}"
              + "".join(f"{short[s]:>14}" for s in stats) + f"{'s/window':>10}"]
     for c in cells:
@@ -603,8 +604,9 @@ def _delay(day: int | None) -> str:
 
 
 def format_stream(result: dict) -> str:
-    lines = [f"corpus drift on null streams from the {result['stream']} stream ({result['path']}), "
-             f"{result['days']} days each after a {result['warmup']}-day warm-up; a page is a run notifying a new alert",
+    lines = [(f"corpus drift on null streams from the {result['stream']} stream ({result['path']}), "
+              f"{result['days']} days each after a {result['warmup']}-day warm-up; a page is a run notifying a new "
+              "alert"),
              "", f"{'stream':<26}{'days':>6}{'drifted':>9}{'warnings':>10}{'pages':>7}{'pages/90d':>11}{'s/day':>8}"]
     label = SETTINGS[0][0]
     for r in result["streams"]:
@@ -634,12 +636,12 @@ def format_stream(result: dict) -> str:
         b = result["after_burst"]
         later = ", ".join(f"+{d}" for d in b["later_pages"]) or "none"
         rate = f"{pooled.drifted_days / pooled.days:.2f}" if pooled.days else "n/a"
-        lines += [f"burst then ordinary days ({b['event']}): first page {_delay(b['first_page'])}; "
-                  f"pages on days +1..+{AFTER_BURST_PAGES}: {later}",
-                  f"days after a burst: drifted on {len(b['drifted_after'])} of the {b['days_after']} days after it "
-                  f"whose window no longer holds it ({', '.join(f'+{d}' for d in b['drifted_after']) or 'none'}; "
-                  f"null streams' drifted-day rate {rate}; days whose window still held it: "
-                  f"{', '.join(f'+{d}' for d in b['holding_burst']) or 'none'})"]
+        lines += [(f"burst then ordinary days ({b['event']}): first page {_delay(b['first_page'])}; "
+                   f"pages on days +1..+{AFTER_BURST_PAGES}: {later}"),
+                  (f"days after a burst: drifted on {len(b['drifted_after'])} of the {b['days_after']} days after it "
+                   f"whose window no longer holds it ({', '.join(f'+{d}' for d in b['drifted_after']) or 'none'}; "
+                   f"null streams' drifted-day rate {rate}; days whose window still held it: "
+                   f"{', '.join(f'+{d}' for d in b['holding_burst']) or 'none'})")]
     return "\n".join(lines)
 
 

@@ -20,10 +20,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline import drift as stats
-from pipeline import store
-from pipeline.alerts import ALERT, CORPUS_METRIC, CORPUS_WIDE, DRIFT, DROP, FEEDS_FAILED, WARNING
+from pipeline import contract, store
 from pipeline.config import ENV_CONFIG, ENV_DATA_DIR, Config, RetrievalConfig, to_toml
+from pipeline.contract import ALERT, CORPUS_METRIC, CORPUS_WIDE, DRIFT_RULE, DROP, FEEDS_FAILED, WARNING
 from pipeline.corpus import Corpus, text_hash
 from pipeline.embeddings import Embedder
 from pipeline.chunking import chunk_documents
@@ -263,7 +262,7 @@ def run_row(rng: np.random.Generator, day: int, counts, config: Config) -> dict:
     return {
         "run_date": day_iso(day), "run_id": rng.bytes(6).hex(), "started_at": start.isoformat(timespec="seconds"),
         "finished_at": (start + timedelta(seconds=seconds)).isoformat(timespec="seconds"),
-        "status": store.STATUS_DEGRADED if failed else store.STATUS_OK,
+        "status": contract.STATUS_DEGRADED if failed else contract.STATUS_OK,
         "feeds_ok": 3 + (day >= DRIFT_DAY) - failed, "feeds_failed": failed,
         "docs_new": counts.new, "docs_updated": counts.updated, "docs_deleted": counts.deleted,
         "docs_total": counts.total, "chunks_total": counts.total, "chunks_embedded": counts.new,  # one chunk each
@@ -308,25 +307,25 @@ def drift_frame(rng: np.random.Generator, runs: pd.DataFrame) -> pd.DataFrame:
     for day, new in enumerate(runs["chunks_embedded"].clip(lower=20)):
         event = DRIFT_DAY <= day < DRIFT_DAY + DRIFT_SPREAD
         n_current, n_reference = int(new), int(14 * 40)
-        null = {s.name: abs(rng.normal(0.3, 0.02)) for s in stats.FAMILY}
+        null = {s: abs(rng.normal(0.3, 0.02)) for s in contract.DRIFT_FAMILY}
         values = {name: q * rng.uniform(0.3, 0.9) for name, q in null.items()}
         if event:
-            values[stats.DUPLICATES.name] = 0.7
+            values[contract.DUPLICATE_SHARE] = 0.7
         for statistic, value in values.items():
-            drifted = event and statistic == stats.DUPLICATES.name
+            drifted = event and statistic == contract.DUPLICATE_SHARE
             rows.append({"statistic": statistic, "value": value, "null_value": null[statistic],
                          "p_value": 0.002 if drifted else min(1.0, rng.uniform(0.1, 7)), "threshold": 0.25,
-                         "verdict": stats.DRIFTED if drifted else stats.STABLE,
+                         "verdict": contract.DRIFTED if drifted else contract.STABLE,
                          "detail": f"{DRIFT_DOCS // DRIFT_SPREAD} near copies" if drifted else "",
                          "run_date": day_iso(day), "n_current": n_current})
         for i, p in enumerate(DENSE_PIPELINES[1:]):
-            rows.append({"statistic": f"{stats.TOP1_COSINE.name}_{p}", "verdict": stats.CONTEXT,
+            rows.append({"statistic": f"{contract.TOP1_COSINE}_{p}", "verdict": contract.CONTEXT,
                          "value": 0.64 - 0.03 * day / (DAYS - 1) - 0.05 * event - 0.02 * i + rng.normal(0, 0.002),
                          "run_date": day_iso(day), "n_current": n_current})
         for row in rows[-len(values) - 2:]:
             row.update(reference_date=day_iso(max(0, day - 1)), reference_start=day_iso(max(0, day - 14)),
                        current_start=day_iso(day), n_reference=n_reference)
-    return pd.DataFrame(rows, columns=list(store.DRIFT_COLUMNS))
+    return pd.DataFrame(rows, columns=list(contract.DRIFT_COLUMNS))
 
 
 def drop_alerts(metrics: pd.DataFrame) -> list[tuple]:
@@ -347,8 +346,8 @@ def drop_alerts(metrics: pd.DataFrame) -> list[tuple]:
 
 
 def drift_alerts(drift: pd.DataFrame) -> list[tuple]:
-    drifted = drift[drift["verdict"] == stats.DRIFTED]
-    return [(row.run_date, DRIFT, CORPUS_WIDE, CORPUS_METRIC, row.value, row.null_value, math.nan, row.threshold,
+    drifted = drift[drift["verdict"] == contract.DRIFTED]
+    return [(row.run_date, DRIFT_RULE, CORPUS_WIDE, CORPUS_METRIC, row.value, row.null_value, math.nan, row.threshold,
              ALERT, f"corpus drift: {row.statistic} {row.value:.3f} (null 95% {row.null_value:.3f}). New: {row.detail}")
             for row in drifted.itertuples()]
 
@@ -364,7 +363,7 @@ def alert_frame(metrics: pd.DataFrame, drift: pd.DataFrame, runs: pd.DataFrame) 
     """alerts.csv: a drop rule (watched series at k = 5), the drift verdicts and the feed rule applied to the
     synthetic series with the job's wording (without the paired test, and saying so)."""
     alerts = pd.DataFrame([(*row, "", math.nan) for row in drop_alerts(metrics) + drift_alerts(drift) + feed_alerts(runs)],
-                          columns=list(store.ALERTS_COLUMNS))
+                          columns=list(contract.ALERTS_COLUMNS))
     return mark_ongoing(alerts.sort_values(["run_date", "rule", "pipeline", "metric"], ignore_index=True))
 
 
@@ -398,8 +397,8 @@ def build_store(data_dir: Path) -> None:
     metrics = metric_frame(per_question)
     runs = corpus_and_runs(rng, data_dir, config, docs)
     drift = drift_frame(rng, runs)
-    for name, frame in ((store.RUNS, runs), (store.METRICS, metrics), (store.PER_QUESTION, per_question),
-                        (store.DRIFT, drift), (store.ALERTS, alert_frame(metrics, drift, runs))):
+    for name, frame in ((contract.RUNS, runs), (contract.METRICS, metrics), (contract.PER_QUESTION, per_question),
+                        (contract.DRIFT, drift), (contract.ALERTS, alert_frame(metrics, drift, runs))):
         store.write_table(data_dir, name, frame)
         print(f"  {name}: {len(frame):,} rows, {(data_dir / name).stat().st_size / 1e6:.1f} MB")
 

@@ -27,6 +27,7 @@ from pipeline.chunking import chunk_documents
 from pipeline.config import Config, SourceConfig
 from pipeline.corpus import CORPUS_FILE, Corpus, text_hash
 from pipeline.embeddings import Embedder
+from pipeline.retrieval import import_bm25s
 
 DEFAULT_DOCS = 10_000
 ITEMS_PER_FILE = 250
@@ -391,9 +392,7 @@ def print_stages(title: str, timed: TimedRun) -> None:
 def configure_logging() -> None:
     """Warnings only, and no progress bars: the job's own cron setup, minus its INFO lines."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    import bm25s  # noqa: F401  (importing it sets its logger to DEBUG; undo that after)
-
-    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    import_bm25s()  # importing bm25s sets its logger to DEBUG: this puts it back (and keeps JAX out)
     for name, value in (("HF_HUB_DISABLE_PROGRESS_BARS", "1"), ("TRANSFORMERS_VERBOSITY", "error"),
                         ("TOKENIZERS_PARALLELISM", "false")):
         os.environ.setdefault(name, value)

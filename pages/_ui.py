@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from pipeline import answers, report, store, views
+from pipeline import answers, contract, report, store, views
 from pipeline.views import drift as drift_views
 from pipeline.views import questions as questions_views
-from pipeline.alerts import ALERT, WARNING
+from pipeline.contract import ALERT, WARNING
 from pipeline.config import Config, ConfigError
 from pipeline.corpus import CORPUS_FILE
 from pipeline.errors import DriftwatchError
@@ -25,7 +25,7 @@ from pipeline.gold import GoldError
 SEVERITY_ICONS = {ALERT: ":material/error:", WARNING: ":material/warning:"}
 DELTA_COLOURS = {ALERT: "red", WARNING: "orange"}  # a series' card when an alert fired on it
 MAX_BANNER_DETAILS = 50
-REVIEW_FILES = (store.RUNS, store.METRICS, store.PER_QUESTION, store.ALERTS)  # what a weekly review reads
+REVIEW_FILES = (contract.RUNS, contract.METRICS, contract.PER_QUESTION, contract.ALERTS)  # what a weekly review reads
 
 
 _run = threading.local()  # whether the running page was started by app.py (one script thread per session)
@@ -124,7 +124,7 @@ def _read_per_question(directory: str, stamp: tuple) -> pd.DataFrame:
 
 
 def _cached(directory: str, name: str, stamp: tuple) -> pd.DataFrame:
-    if name == store.PER_QUESTION:  # the big one has its own, smaller cache
+    if name == contract.PER_QUESTION:  # the big one has its own, smaller cache
         return _read_per_question(directory, stamp)
     return _read(directory, name, stamp)
 
@@ -148,7 +148,7 @@ def per_question_view(view, *args) -> object:
     """`view(per_question, *args)` for a function of `views`, cached per version of per_question.csv and
     arguments: a rerun reuses the small result instead of the whole frame."""
     directory = data_dir()
-    name = store.PER_QUESTION
+    name = contract.PER_QUESTION
     return _question_view(str(directory), _stamp(directory / name), view.__name__, args, view)
 
 
@@ -165,14 +165,14 @@ def weekly_review(week: str) -> report.WeeklyReview:
 
 
 def runs(directory: Path | None = None) -> pd.DataFrame:
-    return read(store.RUNS, directory)
+    return read(contract.RUNS, directory)
 
 
 def metrics(directory: Path | None = None) -> pd.DataFrame:
     """metrics.csv; every page that asks for it needs its rows, so without any the page ends with a note."""
-    frame = read(store.METRICS, directory)
+    frame = read(contract.METRICS, directory)
     if frame.empty:
-        st.info(views.escape_markdown(f"{Path(directory or data_dir()) / store.METRICS} has no rows (missing or "
+        st.info(views.escape_markdown(f"{Path(directory or data_dir()) / contract.METRICS} has no rows (missing or "
                                       "empty) although runs.csv has: re-run the daily job (python -m pipeline "
                                       "run --date ...) for the dates it lacks."), icon=":material/info:")
         st.stop()
@@ -180,15 +180,15 @@ def metrics(directory: Path | None = None) -> pd.DataFrame:
 
 
 def per_question(directory: Path | None = None) -> pd.DataFrame:
-    return read(store.PER_QUESTION, directory)
+    return read(contract.PER_QUESTION, directory)
 
 
 def drift(directory: Path | None = None) -> pd.DataFrame:
-    return read(store.DRIFT, directory)
+    return read(contract.DRIFT, directory)
 
 
 def alerts(directory: Path | None = None) -> pd.DataFrame:
-    return read(store.ALERTS, directory)
+    return read(contract.ALERTS, directory)
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
@@ -278,7 +278,7 @@ def sidebar(directory: Path) -> None:
     st.sidebar.code(str(directory), language=None, wrap_lines=True)
     latest = views.last_run(runs(directory))
     if latest is not None:
-        st.sidebar.caption(f"Last run: {latest[views.RUN_DATE]:%Y-%m-%d} ({latest['status']})")
+        st.sidebar.caption(f"Last run: {latest[contract.RUN_DATE]:%Y-%m-%d} ({latest['status']})")
 
 
 def alert_banner() -> None:
@@ -287,7 +287,7 @@ def alert_banner() -> None:
     rows = views.open_alerts(alerts(), runs())
     if rows.empty:
         return
-    day = f"{rows[views.RUN_DATE].iloc[0]:%Y-%m-%d}"
+    day = f"{rows[contract.RUN_DATE].iloc[0]:%Y-%m-%d}"
     conditions = views.open_conditions(rows)
     with st.container(key="alert_banner"):
         for severity, box in ((ALERT, st.error), (WARNING, st.warning)):

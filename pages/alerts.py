@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _ui as ui
-from pipeline import charts, notify, views
+from pipeline import charts, contract, notify, views
 from pipeline.alerts import is_new
 from pipeline.views import alerts as alerts_views
 
@@ -17,10 +17,10 @@ ui.page_frame()
 st.title("Alerts")
 alerts, runs, directory = ui.alerts(), ui.runs(), ui.data_dir()
 c1, c2, c3 = st.columns(3)
-severities = c1.multiselect("Severity", views.values_of(alerts, views.SEVERITY), key="alerts_severity",
+severities = c1.multiselect("Severity", views.values_of(alerts, contract.SEVERITY), key="alerts_severity",
                             placeholder="all")
-rules = c2.multiselect("Rule", sorted(views.values_of(alerts, views.RULE)), key="alerts_rule", placeholder="all")
-pipelines = c3.multiselect("Pipeline", [p or CORPUS_WIDE for p in views.values_of(alerts, views.PIPELINE)],
+rules = c2.multiselect("Rule", sorted(views.values_of(alerts, contract.RULE)), key="alerts_rule", placeholder="all")
+pipelines = c3.multiselect("Pipeline", [p or CORPUS_WIDE for p in views.values_of(alerts, contract.PIPELINE)],
                            key="alerts_pipeline", placeholder="all")
 start, end = ui.date_range("Date range", views.run_dates(runs), key="alerts_dates")
 log = alerts_views.filter_alerts(alerts, severities=severities, rules=rules, start=start, end=end,

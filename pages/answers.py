@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _ui as ui
-from pipeline import charts, store, views
+from pipeline import charts, contract, views
 from pipeline.views import answers as answers_views
 
 VERDICT_BOXES = {"supported": (st.success, ":material/check_circle:"),
@@ -19,13 +19,13 @@ SCALE = [-0.02, 1.02]
 ui.page_frame()
 st.title("Answers")
 config, metrics, gold = ui.config(), ui.metrics(), ui.gold()
-generation, per_answer = ui.read(store.GENERATION), ui.read(store.PER_ANSWER)
-agreement = ui.read(store.AGREEMENT)
+generation, per_answer = ui.read(contract.GENERATION), ui.read(contract.PER_ANSWER)
+agreement = ui.read(contract.AGREEMENT)
 g = config.generation
 days = answers_views.answer_dates(per_answer)
 answered = answers_views.answer_pipelines(per_answer)
-retrievers = views.values_of(metrics, views.PIPELINE)
-ks = sorted(int(k) for k in metrics[views.K].unique()) or [g.k]
+retrievers = views.values_of(metrics, contract.PIPELINE)
+ks = sorted(int(k) for k in metrics[contract.K].unique()) or [g.k]
 
 c1, c2, c3 = st.columns(3)
 shown = c1.selectbox("Answers of", answered or ["–"], key="answers_pipeline",
@@ -82,12 +82,12 @@ ui.table(attributed, "answers_attribution", column_config={
     "k_precision": st.column_config.NumberColumn("K-precision", format="%.3f")})
 
 st.subheader("One answer and its context")
-order = list(attributed[views.QUESTION_ID])
+order = list(attributed[contract.QUESTION_ID])
 question = st.selectbox("Question", order, key="answers_question",
                         format_func=lambda q: f"{q}: {texts[q]}" if q in texts else q)
 records = {r["question_id"]: r for r in ui.answer_records(day) if r.get("pipeline") == shown}
 if question not in records:
-    st.info(views.escape_markdown(f"{store.ANSWERS_DIR}/{day}.jsonl has no record of {question}: re-run the daily "
+    st.info(views.escape_markdown(f"{contract.ANSWERS_DIR}/{day}.jsonl has no record of {question}: re-run the daily "
                                   f"job for {day}."), icon=":material/info:")
     st.stop()
 view = answers_views.answer_view(records[question], gold[question].relevant_ids if question in gold else (),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _ui as ui
-from pipeline import charts, drift as stats, views
+from pipeline import charts, contract, views
 from pipeline.views import drift as drift_views
 
 TONES = {drift_views.DRIFTED_CONFIRMED: st.error, drift_views.DRIFTED_NOT_CONFIRMED: st.warning,
@@ -73,24 +73,24 @@ if spans:
 st.subheader("Over time")
 left, right = st.columns(2)
 for column, statistic, title, unit in (
-        (left, stats.PSI_MEAN.name, "PSI, mean over the principal components", "PSI (unitless, ≥ 0)"),
-        (right, stats.CLASSIFIER.name, "Domain classifier (kNN, balanced accuracy)", "accuracy (0.5 = no drift)"),
-        (left, stats.NOVELTY.name, "Share of new chunks unlike any in the reference", "share of new chunks (0–1)"),
-        (right, stats.NEW_CATEGORIES.name, "Share of new chunks in categories the reference lacks",
+        (left, contract.PSI_MEAN, "PSI, mean over the principal components", "PSI (unitless, ≥ 0)"),
+        (right, contract.CLASSIFIER_ACCURACY, "Domain classifier (kNN, balanced accuracy)", "accuracy (0.5 = no drift)"),
+        (left, contract.NOVEL_SHARE, "Share of new chunks unlike any in the reference", "share of new chunks (0–1)"),
+        (right, contract.NEW_CATEGORY_SHARE, "Share of new chunks in categories the reference lacks",
          "share of new chunks (0–1)")):
     with column:
-        st.plotly_chart(charts.lines_figure(drift_views.drift_against_null(drift, statistic), views.STATISTIC, title,
+        st.plotly_chart(charts.lines_figure(drift_views.drift_against_null(drift, statistic), contract.STATISTIC, title,
                                             unit, events=events), key=f"drift_chart_{statistic}")
 
 cosines = drift_views.top1_statistics(drift)
 st.plotly_chart(charts.lines_figure(
-    drift_views.drift_series(drift, list(cosines)), views.STATISTIC, "Mean cosine of each question to its top-1 chunk",
-    "cosine similarity (−1 to 1)", events=events, labels=cosines), key="drift_top1_chart")
+    drift_views.drift_series(drift, list(cosines)), contract.STATISTIC,
+    "Mean cosine of each question to its top-1 chunk", "cosine similarity (−1 to 1)", events=events, labels=cosines), key="drift_top1_chart")
 
-ks = sorted(int(k) for k in metrics[views.K].unique())
+ks = sorted(int(k) for k in metrics[contract.K].unique())
 k = st.selectbox("Cutoff k for unjudged", ks, index=ks.index(views.default_k(ks)), key="drift_k")
 st.plotly_chart(charts.lines_figure(
-    views.metric_series(metrics, "unjudged", k), views.PIPELINE,
+    views.metric_series(metrics, "unjudged", k), contract.PIPELINE,
     f"Unjudged share of the top {k}: retrieved chunks the gold set does not judge",
     f"unjudged@{k} (0–1)", events=events,  # a short axis title: a long one ran into the chart's title
     points=views.alert_points(alerts, views.series_name("unjudged", k))), key="drift_unjudged_chart")

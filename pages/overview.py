@@ -7,19 +7,20 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _ui as ui
-from pipeline import charts, views
+from pipeline import charts, contract, views
 from pipeline.views import alerts as alerts_views, overview as overview_views
 
 # A verdict is a status, not a second alert box: the open conditions' lines are in the banner above.
-STATUS_BADGES = {"alert": ":red-badge[:material/error: alert]", "warning": ":orange-badge[:material/warning: warning]",
-                 "ok": ":green-badge[:material/check_circle: ok]"}
+STATUS_BADGES = {contract.ALERT: ":red-badge[:material/error: alert]",
+                 contract.WARNING: ":orange-badge[:material/warning: warning]",
+                 overview_views.OK: ":green-badge[:material/check_circle: ok]"}
 
 ui.page_frame()
 st.title("Overview")
 config, metrics, alerts, runs = ui.config(), ui.metrics(), ui.alerts(), ui.runs()
 events = views.run_events(runs)
 
-ks = sorted(int(k) for k in metrics[views.K].unique())
+ks = sorted(int(k) for k in metrics[contract.K].unique())
 k = st.selectbox("Cutoff k", ks, index=ks.index(views.default_k(ks)), key="overview_k",
                  help="The rank cutoff of the metrics shown (the alert rules watch the largest k not above 5).")
 st.caption(f"Each pipeline's latest run against the rules' reference period (its first {config.alerts.reference_runs} "
@@ -62,14 +63,14 @@ else:
 st.subheader("Last run")
 last = views.last_run(runs)
 columns = st.columns(5)
-columns[0].metric("Run date", f"{last[views.RUN_DATE]:%Y-%m-%d}", help=f"finished {last['finished_at']}")
+columns[0].metric("Run date", f"{last[contract.RUN_DATE]:%Y-%m-%d}", help=f"finished {last['finished_at']}")
 columns[1].metric("Status", str(last["status"]))
 columns[2].metric("Feeds ok / failed", f"{last['feeds_ok']} / {last['feeds_failed']}")
-columns[3].metric("Documents", f"{last[views.DOCS_TOTAL]:,}",
+columns[3].metric("Documents", f"{last[contract.DOCS_TOTAL]:,}",
                   f"+{last['docs_new']} / ~{last['docs_updated']} / −{last['docs_deleted']}", delta_color="off",
                   delta_arrow="off", help=f"{last['docs_new']} new, {last['docs_updated']} updated and "
                                           f"{last['docs_deleted']} deleted documents in the last run.")
 columns[4].metric("Duration", f"{last['seconds']:.1f} s")
-if str(last[views.EVENTS]).strip():
-    st.caption(views.escape_markdown(f"Note: {last[views.EVENTS]}"))
+if str(last[contract.EVENTS]).strip():
+    st.caption(views.escape_markdown(f"Note: {last[contract.EVENTS]}"))
 st.plotly_chart(charts.corpus_size_figure(runs), key="overview_chart")

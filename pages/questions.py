@@ -8,16 +8,16 @@ import pandas as pd
 import streamlit as st
 
 from pages import _ui as ui
-from pipeline import charts, views
+from pipeline import charts, contract, views
 from pipeline.views import questions as questions_views
 
 ui.page_frame()
 st.title("Questions")
 config, metrics, runs, alerts, gold = ui.config(), ui.metrics(), ui.runs(), ui.alerts(), ui.gold()
 
-pipelines = views.values_of(metrics, views.PIPELINE)
-ks = sorted(int(k) for k in metrics[views.K].unique())
-names = [m for m in views.METRIC_LABELS if m in set(metrics[views.METRIC])]
+pipelines = views.values_of(metrics, contract.PIPELINE)
+ks = sorted(int(k) for k in metrics[contract.K].unique())
+names = [m for m in views.METRIC_LABELS if m in set(metrics[contract.METRIC])]
 days = views.run_dates(runs)
 c1, c2, c3, c4, c5 = st.columns(5)
 asked = st.query_params  # the Overview's incident link names a pipeline and a "Then"
@@ -54,7 +54,8 @@ else:
                                                   format="%d")})
 
 st.subheader("Drill-down")
-order = list(regressed[views.QUESTION_ID]) + [q for q in matrix.index if q not in set(regressed[views.QUESTION_ID])]
+regressed_ids = list(regressed[contract.QUESTION_ID])
+order = regressed_ids + [q for q in matrix.index if q not in set(regressed_ids)]
 question = st.selectbox("Question", order, key="questions_question",
                         format_func=lambda q: f"{q}: {texts[q]}" if q in texts else q)
 if question is None:

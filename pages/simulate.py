@@ -8,11 +8,10 @@ import tempfile
 import streamlit as st
 
 from pages import _ui as ui
-from pipeline import charts, store, views
+from pipeline import charts, contract, store, views
 from pipeline.views import drift as drift_views
 from pipeline.views import simulate as simulate_views
 from pipeline.demo import pack_articles
-from pipeline.drift import PSI_MEAN
 from pipeline.errors import DriftwatchError
 from pipeline.simulate import (INJECT, SCENARIOS, Scenario, default_start, discard_sandbox, fired_only_in_sandbox,
                                results_table, simulate)
@@ -84,32 +83,34 @@ if made is None:
 else:
     st.caption(views.escape_markdown(f"{made.description} from {made.start} (sandbox made {made.created[:19]})"))
 metrics = ui.metrics()
-names = views.values_of(metrics, views.METRIC)
-ks = sorted(int(k) for k in metrics[views.K].unique())
+names = views.values_of(metrics, contract.METRIC)
+ks = sorted(int(k) for k in metrics[contract.K].unique())
 c1, c2 = st.columns(2)
 metric = c1.selectbox("Metric", names, index=names.index("recall") if "recall" in names else 0,
                       format_func=views.metric_label, key="sim_metric")
 k = c2.selectbox("Cutoff k", ks, index=ks.index(views.default_k(ks)), key="sim_k")
 label = views.metric_label(metric, k)
 start = made.start if made else None
-simulated = {name: ui.read(name, sandbox) for name in (store.METRICS, store.DRIFT, store.ALERTS)} if made else None
+simulated = ({name: ui.read(name, sandbox) for name in (contract.METRICS, contract.DRIFT, contract.ALERTS)}
+             if made else None)
 table = simulate_views.side_by_side(
     views.metric_series(metrics, metric, k),
-    views.metric_series(simulated[store.METRICS], metric, k) if simulated else None, views.PIPELINE)
-fired = views.between(views.alert_points(simulated[store.ALERTS], views.series_name(metric, k)),
+    views.metric_series(simulated[contract.METRICS], metric, k) if simulated else None, contract.PIPELINE)
+fired = views.between(views.alert_points(simulated[contract.ALERTS], views.series_name(metric, k)),
                       start) if simulated else None
-st.plotly_chart(charts.comparison_figure(table, views.PIPELINE, f"{label}: original (solid) vs simulated (dashed)",
+st.plotly_chart(charts.comparison_figure(table, contract.PIPELINE, f"{label}: original (solid) vs simulated (dashed)",
                                          f"{label} (mean over questions, 0–1)", start, fired), key="sim_chart")
-statistics = [PSI_MEAN.name]  # one unit on the axis (Evidently's AUC is on the Drift page, on its own axis)
+statistics = [contract.PSI_MEAN]  # one unit on the axis (Evidently's AUC is on the Drift page, on its own axis)
 drift = simulate_views.side_by_side(drift_views.drift_series(ui.drift(), statistics),
-                           drift_views.drift_series(simulated[store.DRIFT], statistics) if simulated else None,
-                           views.STATISTIC)
-st.plotly_chart(charts.comparison_figure(drift, views.STATISTIC, "PSI of the window's new chunks: original (solid) vs simulated (dashed)",
+                           drift_views.drift_series(simulated[contract.DRIFT], statistics) if simulated else None,
+                           contract.STATISTIC)
+st.plotly_chart(charts.comparison_figure(drift, contract.STATISTIC,
+                                         "PSI of the window's new chunks: original (solid) vs simulated (dashed)",
                                          "PSI mean over the principal components (≥ 0)", start), key="sim_drift_chart")
 if made is None:
     st.stop()
 st.subheader("Would the alerts catch this?")
-fired = fired_only_in_sandbox(ui.alerts(), simulated[store.ALERTS], made.start)
+fired = fired_only_in_sandbox(ui.alerts(), simulated[contract.ALERTS], made.start)
 if fired.empty:
     st.info(f"No: no rule fired in the sandbox from {made.start} that did not fire in the original.",
             icon=":material/notifications_off:")
@@ -118,7 +119,7 @@ else:
     ui.table(fired, "sim_caught", column_config={
         "first": st.column_config.DateColumn("first date", format="YYYY-MM-DD"),
         "runs": st.column_config.NumberColumn("runs fired", format="%d")})
-st.plotly_chart(charts.lines_figure(simulate_views.delta_series(table, start), views.PIPELINE,
+st.plotly_chart(charts.lines_figure(simulate_views.delta_series(table, start), contract.PIPELINE,
                                     f"{label}: simulated minus original", f"change in {label}",
                                     levels=[(0.0, "no change")], value_format="+.4f"), key="sim_delta_chart")
 ui.table(results_table(table, start), "sim_table",

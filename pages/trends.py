@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _ui as ui
-from pipeline import charts, views
+from pipeline import charts, contract, views
 from pipeline.views import trends as trends_views
 
 ui.page_frame()
@@ -15,9 +15,9 @@ config, metrics, alerts, runs = ui.config(), ui.metrics(), ui.alerts(), ui.runs(
 per_question = ui.per_question()
 rules = config.alerts
 
-names = views.values_of(metrics, views.METRIC)
-pipelines = views.values_of(metrics, views.PIPELINE)
-ks = sorted(int(k) for k in metrics[views.K].unique())
+names = views.values_of(metrics, contract.METRIC)
+pipelines = views.values_of(metrics, contract.PIPELINE)
+ks = sorted(int(k) for k in metrics[contract.K].unique())
 left, middle, right = st.columns([2, 2, 1])
 asked = st.query_params  # an incident's chart link names its metric, k and pipeline
 asked_k = int(asked["k"]) if str(asked.get("k", "")).isdigit() and int(asked["k"]) in ks else None

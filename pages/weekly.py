@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _ui as ui
-from pipeline import charts, report, views
+from pipeline import charts, contract, report, views
 from pipeline.views import weekly as weekly_views
 
 ui.page_frame()
@@ -23,14 +23,14 @@ st.caption(f"{len(review.run_dates)} runs from {first} to {last}, compared with 
 with st.container(key="weekly_summary", border=True):
     st.markdown(views.escape_markdown(report.summary_paragraph(review, review.gold_texts)))
 
-names = [m for m in report.REVIEW_METRICS if m in set(review.summary[views.METRIC])]
+names = [m for m in report.REVIEW_METRICS if m in set(review.summary[contract.METRIC])]
 metric = st.segmented_control("Chart metric", names, default="recall" if "recall" in names else names[0],
                               format_func=views.metric_label, key="weekly_metric", required=True) or names[0]
-rows = review.summary[review.summary[views.METRIC] == metric]
+rows = review.summary[review.summary[contract.METRIC] == metric]
 st.plotly_chart(charts.weekly_figure(rows, views.metric_label(metric, k), week, review.previous), key="weekly_chart")
 
-for pipeline in views.values_of(review.summary, views.PIPELINE):
-    cells = review.summary[review.summary[views.PIPELINE] == pipeline]
+for pipeline in views.values_of(review.summary, contract.PIPELINE):
+    cells = review.summary[review.summary[contract.PIPELINE] == pipeline]
     for column, row in zip(st.columns(len(cells)), cells.itertuples(index=False)):
         delta = None if row.change != row.change else f"{row.change:+.3f} ({row.change_pct:+.1f}%)"
         column.metric(f"{pipeline} · {views.metric_label(row.metric, k)}", f"{row.mean:.3f}", delta,
@@ -62,7 +62,7 @@ cards[2].metric("Updated / deleted", f"{corpus.docs_updated:,} / {corpus.docs_de
 cards[3].metric("Failed feed fetches", f"{corpus.feeds_failed}",
                 f"{corpus.degraded_runs} degraded runs" if corpus.degraded_runs else None,
                 delta_color="off", delta_arrow="off")
-for day, note in zip(review.events[views.RUN_DATE], review.events[views.EVENTS]):
+for day, note in zip(review.events[contract.RUN_DATE], review.events[contract.EVENTS]):
     st.caption(views.escape_markdown(f"{day:%Y-%m-%d}: {note}"))
 
 left, right = st.columns(2)

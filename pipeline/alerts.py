@@ -17,28 +17,15 @@ from datetime import date
 
 import pandas as pd
 
-from pipeline import series, store
+from pipeline import contract, series, store
 from pipeline.config import AlertsConfig, DriftConfig
+from pipeline.contract import (ALERT, CONFIG_CHANGE, CORPUS_METRIC, CORPUS_WIDE, DELETED, DRIFT_RULE, DRIFTED, DROP,
+                               FEEDS_FAILED, FLOOR, GOLD_MISSING, QUERY_PREFIX, SEVERITIES, SLOW_DRIFT, STABLE,
+                               TARGETS_FAILED, WARNING)
 from pipeline.metrics import ANSWER_WATCHED, REGISTRY, parse_series
 
-# Rule names, as written to alerts.csv's `rule` column.
-DROP = "drop"
-SLOW_DRIFT = "slow_drift"
-FLOOR = "floor"
-DRIFT = "drift"
-DELETED = "deleted"
-CONFIG_CHANGE = "config_change"
-GOLD_MISSING = "gold_missing"
-FEEDS_FAILED = "feeds_failed"
-TARGETS_FAILED = "targets_failed"
-RULES = (DROP, SLOW_DRIFT, FLOOR, DRIFT, DELETED, CONFIG_CHANGE, GOLD_MISSING, FEEDS_FAILED, TARGETS_FAILED)
+_SEVERITY_RANK = {severity: rank for rank, severity in enumerate(SEVERITIES)}
 
-ALERT = "alert"
-WARNING = "warning"
-_SEVERITY_RANK = {WARNING: 0, ALERT: 1}
-
-CORPUS_WIDE = ""  # the `pipeline` of alerts that concern the corpus or the run, not one pipeline
-CORPUS_METRIC = "corpus"  # the `metric` of the drift alert (its statistics are named in the message)
 MAX_QUESTION_IDS = 5  # question ids named in a gold_missing message
 NEAR_ALPHA = 10  # normal p-values under this many alphas are drawn exactly before Holm
 # A condition quiet for this many runs is new when it fires again. Slow drift measures the distance to a fixed
@@ -57,12 +44,6 @@ def condition_of(rule: str, pipeline: str, metric: str) -> tuple[str, ...]:
     # An answer metric is its own condition: a pipeline's retrieval drop does not hide its answers' drop.
     per_pipeline = rule in INCIDENT_PER_PIPELINE and metric not in ANSWER_WATCHED
     return (rule, pipeline) if per_pipeline else (rule, pipeline, metric)
-
-
-# drift.csv verdicts (written by windows.drift_rows; drift.py defines how each is reached).
-DRIFTED = "drifted"
-STABLE = "stable"
-QUERY_PREFIX = "query_"  # drift.QUERY_PREFIX: the query log's statistics
 
 
 @dataclass(frozen=True)
@@ -101,13 +82,13 @@ class Alert:
         return condition_of(self.rule, self.pipeline, self.metric)
 
     def row(self) -> dict:
-        return {column: getattr(self, column) for column in store.ALERTS_COLUMNS}
+        return {column: getattr(self, column) for column in contract.ALERTS_COLUMNS}
 
 
 def alerts_frame(alerts: Iterable[Alert]) -> pd.DataFrame:
     """The alerts as alerts.csv rows, with the contract's columns even when there are none (for
     `store.replace_date`, so a day without alerts also clears that date's earlier rows)."""
-    return pd.DataFrame([a.row() for a in alerts], columns=list(store.ALERTS_COLUMNS))
+    return pd.DataFrame([a.row() for a in alerts], columns=list(contract.ALERTS_COLUMNS))
 
 
 def has_alerts(alerts: Iterable[Alert]) -> bool:
@@ -118,14 +99,14 @@ def has_alerts(alerts: Iterable[Alert]) -> bool:
 def is_new(alerts: pd.DataFrame) -> pd.Series:
     """alerts.csv rows that start their condition (since is empty or the run date itself)."""
     since = alerts["since"].fillna("").astype(str)
-    return (since == "") | (since == alerts[store.RUN_DATE].dt.strftime("%Y-%m-%d"))
+    return (since == "") | (since == alerts[contract.RUN_DATE].dt.strftime("%Y-%m-%d"))
 
 
 # --- reading the frames ------------------------------------------------------------
 
 
 def _days(frame: pd.DataFrame) -> pd.Series:
-    return store.as_days(frame[store.RUN_DATE])
+    return store.as_days(frame[contract.RUN_DATE])
 
 
 def _iso(day: pd.Timestamp | date) -> str:
@@ -197,8 +178,8 @@ ANSWER_K = 0  # the k of the answer series in the per-question frame the rules r
 def answer_series(per_answer: pd.DataFrame) -> pd.DataFrame:
     """per_answer.csv in the shape the rules read (per_question's: run_date, pipeline, k, question_id and a
     column per metric)."""
-    frame = per_answer[[store.RUN_DATE, store.PIPELINE, store.QUESTION_ID, *ANSWER_WATCHED]].copy()
-    frame[store.K] = ANSWER_K
+    frame = per_answer[[contract.RUN_DATE, contract.PIPELINE, contract.QUESTION_ID, *ANSWER_WATCHED]].copy()
+    frame[contract.K] = ANSWER_K
     return frame
 
 
@@ -279,14 +260,15 @@ def _floor_alerts(day: str, today: pd.Timestamp, metrics: pd.DataFrame, config: 
     alerts = []
     for name, floor in config.floors.items():
         info, k = parse_series(name)
-        for _, row in rows[(rows[store.METRIC] == info.name) & (rows[store.K] == k)].iterrows():
-            value = float(row[store.VALUE])
+        for _, row in rows[(rows[contract.METRIC] == info.name) & (rows[contract.K] == k)].iterrows():
+            value = float(row[contract.VALUE])
             crossed = value < floor if info.higher_is_better else value > floor
             if math.isnan(value) or not crossed:
                 continue
             side = "below" if info.higher_is_better else "above"
-            alerts.append(Alert(day, FLOOR, row[store.PIPELINE], name, value, math.nan, math.nan, floor, ALERT,
-                                f"{name} of {row[store.PIPELINE]} is {value:.3f}, {side} its configured limit {floor:.3f}"))
+            pipeline = row[contract.PIPELINE]
+            alerts.append(Alert(day, FLOOR, pipeline, name, value, math.nan, math.nan, floor, ALERT,
+                                f"{name} of {pipeline} is {value:.3f}, {side} its configured limit {floor:.3f}"))
     return alerts
 
 
@@ -333,7 +315,7 @@ def drift_windows(drift: pd.DataFrame, prefix: str = "") -> list[DriftWindow]:
     out: they neither confirm nor break a drift."""
     if drift.empty or "verdict" not in drift.columns:
         return []
-    names = drift[store.STATISTIC].astype(str)
+    names = drift[contract.STATISTIC].astype(str)
     is_query = names.str.startswith(QUERY_PREFIX)
     rows = drift[(is_query if prefix else ~is_query) & drift["verdict"].isin([DRIFTED, STABLE])]
     if rows.empty:
@@ -401,25 +383,25 @@ def _drift_alerts(day: str, today: pd.Timestamp, drift: pd.DataFrame, config: Dr
     message += ". " + "; ".join(c.describe(config) for c in (confirmed or drifted))
     if details:
         message += ". New: " + " | ".join(dict.fromkeys(details))
-    return [Alert(day, DRIFT, CORPUS_WIDE, CORPUS_METRIC, float(first["value"]), float(first["null_value"]),
+    return [Alert(day, DRIFT_RULE, CORPUS_WIDE, CORPUS_METRIC, float(first["value"]), float(first["null_value"]),
                   math.nan, float(first["threshold"]), ALERT if confirmed else WARNING, message,
                   p_value=float(rows["p_value"].min()))]
 
 
 def _previous_run(runs: pd.DataFrame, today: pd.Timestamp) -> pd.Series | None:
-    earlier = runs[_days(runs) < today].sort_values(store.RUN_DATE)
+    earlier = runs[_days(runs) < today].sort_values(contract.RUN_DATE)
     return earlier.iloc[-1] if len(earlier) else None
 
 
 def _deleted_alerts(day: str, today: pd.Timestamp, runs: pd.DataFrame, drift_config: DriftConfig) -> list[Alert]:
     rows, previous = runs[_days(runs) == today], _previous_run(runs, today)
-    if rows.empty or previous is None or pd.isna(previous[store.DOCS_TOTAL]) or not previous[store.DOCS_TOTAL]:
+    if rows.empty or previous is None or pd.isna(previous[contract.DOCS_TOTAL]) or not previous[contract.DOCS_TOTAL]:
         return []
     deleted = rows.iloc[-1]["docs_deleted"]
-    share = float(deleted) / float(previous[store.DOCS_TOTAL]) if pd.notna(deleted) else 0.0
+    share = float(deleted) / float(previous[contract.DOCS_TOTAL]) if pd.notna(deleted) else 0.0
     if share <= drift_config.max_deleted_share:
         return []
-    return [Alert(day, DELETED, CORPUS_WIDE, "docs_deleted", float(deleted), float(previous[store.DOCS_TOTAL]),
+    return [Alert(day, DELETED, CORPUS_WIDE, "docs_deleted", float(deleted), float(previous[contract.DOCS_TOTAL]),
                   -share * 100, drift_config.max_deleted_share * 100, ALERT,
                   f"{_plural(int(deleted), 'document')} ({share:.0%} of the corpus) were deleted in this run, more "
                   f"than {drift_config.max_deleted_share:.0%}: retrieval now misses what they held")]
@@ -435,7 +417,7 @@ def _config_alerts(day: str, today: pd.Timestamp, runs: pd.DataFrame) -> list[Al
     if known("model") and run["model"] != previous["model"]:
         return [Alert(day, CONFIG_CHANGE, CORPUS_WIDE, "model", math.nan, math.nan, math.nan, math.nan, ALERT,
                       f"the embedder changed from {previous['model']} to {run['model']} since the run of "
-                      f"{_iso(pd.Timestamp(previous[store.RUN_DATE]))}: embeddings and scores before and after "
+                      f"{_iso(pd.Timestamp(previous[contract.RUN_DATE]))}: embeddings and scores before and after "
                       f"are not comparable; pin a new reference once the change is intended")]
     if known("config_hash") and run["config_hash"] != previous["config_hash"]:
         return [Alert(day, CONFIG_CHANGE, CORPUS_WIDE, "config_hash", math.nan, math.nan, math.nan, math.nan,
@@ -489,7 +471,7 @@ def _target_alerts(day: str, today: pd.Timestamp, targets: pd.DataFrame | None) 
     """One alert per target that failed on the run (targets.csv), naming why."""
     if targets is None or targets.empty:
         return []
-    failed = targets[(_days(targets) == today) & (targets["status"] == store.TARGET_FAILED)]
+    failed = targets[(_days(targets) == today) & (targets["status"] == contract.TARGET_FAILED)]
     return [Alert(day, TARGETS_FAILED, target, TARGETS_FAILED, math.nan, math.nan, math.nan, math.nan, ALERT,
                   f"target {target} ({kind}) could not be scored: {message}; it has no metrics for this run")
             for target, kind, message in zip(failed["target"], failed["kind"], failed["message"])]
@@ -536,7 +518,7 @@ def answer_alerts(day: str, today: pd.Timestamp, per_answer: pd.DataFrame | None
     if per_answer is None or per_answer.empty:
         return []
     watched = [m for m in ANSWER_WATCHED if m == "k_precision" or (trusted or {}).get(m, False)]
-    pipelines = list(dict.fromkeys(per_answer.loc[_days(per_answer) == today, store.PIPELINE]))
+    pipelines = list(dict.fromkeys(per_answer.loc[_days(per_answer) == today, contract.PIPELINE]))
     keys = [AnswerKey(p, REGISTRY[m], ANSWER_K) for p in pipelines for m in watched]
     return _retrieval_alerts(day, _tests(answer_series(per_answer), keys, today, config), config)
 
@@ -552,7 +534,7 @@ def evaluate_alerts(run_date: date, metrics: pd.DataFrame, per_question: pd.Data
     a date gives the same alerts. Nothing is read or written here."""
     today = pd.Timestamp(run_date)
     day = _iso(run_date)
-    pipelines = list(dict.fromkeys(metrics.loc[_days(metrics) == today, store.PIPELINE]))
+    pipelines = list(dict.fromkeys(metrics.loc[_days(metrics) == today, contract.PIPELINE]))
     tests = _retrieval_tests(per_question, pipelines, today, config, ks)
     alerts = [
         *_retrieval_alerts(day, tests, config),

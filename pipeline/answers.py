@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline import jsonl, store
+from pipeline import contract, jsonl, store
 from pipeline.agreement import agreement
 from pipeline.errors import DriftwatchError
 from pipeline.gold import GoldQuestion
@@ -690,7 +690,7 @@ def agreement_rows(day: str, scored: Sequence[Scored], labels: Sequence[Label], 
 
 
 def records_path(data_dir: Path, day: date | str) -> Path:
-    return Path(data_dir) / store.ANSWERS_DIR / f"{day}.jsonl"
+    return Path(data_dir) / contract.ANSWERS_DIR / f"{day}.jsonl"
 
 
 def write_records(data_dir: Path, day: str, objects: Sequence[dict]) -> None:
@@ -719,7 +719,7 @@ def read_records(data_dir: Path, day: date | str) -> list[dict]:
 
 def record_dates(data_dir: Path) -> list[str]:
     """The run dates with an answers file, oldest first."""
-    folder = Path(data_dir) / store.ANSWERS_DIR
+    folder = Path(data_dir) / contract.ANSWERS_DIR
     return sorted(p.stem for p in folder.glob("*.jsonl") if _dated_file(p) is not None) if folder.is_dir() else []
 
 
@@ -735,9 +735,9 @@ def trusted_metrics(agreement_frame: pd.DataFrame, judge_name: str) -> dict[str,
             out[metric] = (False, f"{metric} by {judge_name or 'the judge'} has no human labels to agree with: "
                                   "recorded, but it cannot fire an alert or fail a gate")
             continue
-        latest = rows.sort_values(store.RUN_DATE, kind="stable").iloc[-1]
+        latest = rows.sort_values(contract.RUN_DATE, kind="stable").iloc[-1]
         ok = bool(latest["trusted"] == 1)
-        day = pd.Timestamp(latest[store.RUN_DATE]).strftime("%Y-%m-%d")
+        day = pd.Timestamp(latest[contract.RUN_DATE]).strftime("%Y-%m-%d")
         out[metric] = (ok, f"{metric} by {judge_name}: kappa {float(latest['kappa']):.2f} against the labels of "
                            f"{day} is {'at least' if ok else 'below'} generation.min_kappa"
                            + ("" if ok else ": recorded, but it cannot fire an alert or fail a gate"))
@@ -749,8 +749,8 @@ def alert_inputs(config) -> tuple:
     its judge's latest kappa reaches generation.min_kappa; (None, None) when the answer layer is off."""
     if config.generation.mode == "off":
         return None, None
-    trust = trusted_metrics(store.read(config.data_dir, store.AGREEMENT), config.generation.judge_name)
-    return store.read(config.data_dir, store.PER_ANSWER), {m: ok for m, (ok, _) in trust.items()}
+    trust = trusted_metrics(store.read(config.data_dir, contract.AGREEMENT), config.generation.judge_name)
+    return store.read(config.data_dir, contract.PER_ANSWER), {m: ok for m, (ok, _) in trust.items()}
 
 
 def replace_judgement(s: Scored, judgement: Judgement) -> Scored:
@@ -847,9 +847,9 @@ def run_answers(config, run_date: date, gold: Sequence[GoldQuestion], rankings: 
     agreement_rows_ = agreement_rows(day, scored, labels, g.judge_name, g.min_kappa,
                                      str(g.labels) if g.labels is not None else "")
     if g.judging:
-        history = store.read(config.data_dir, store.AGREEMENT)
-        history = history[store.as_days(history[store.RUN_DATE]) < pd.Timestamp(run_date)]
-        today = pd.DataFrame(agreement_rows_, columns=store.AGREEMENT_COLUMNS).astype({"run_date": "datetime64[ns]"})
+        history = store.read(config.data_dir, contract.AGREEMENT)
+        history = history[store.as_days(history[contract.RUN_DATE]) < pd.Timestamp(run_date)]
+        today = pd.DataFrame(agreement_rows_, columns=contract.AGREEMENT_COLUMNS).astype({"run_date": "datetime64[ns]"})
         trust = trusted_metrics(pd.concat([history, today], ignore_index=True), g.judge_name)
         events += [why for ok, why in trust.values() if not ok]
     return AnswerRun(generation_rows(day, scored), [per_answer_row(day, s) for s in scored], agreement_rows_,
@@ -881,6 +881,6 @@ def write_run(data_dir: Path, run_date: date, run: AnswerRun) -> None:
     """The run's answer files: answers/DATE.jsonl, then generation.csv, per_answer.csv and agreement.csv."""
     day = run_date.isoformat()
     write_records(data_dir, day, run.records)
-    store.replace_date(data_dir, store.PER_ANSWER, day, run.per_answer)
-    store.replace_date(data_dir, store.GENERATION, day, run.generation)
-    store.replace_date(data_dir, store.AGREEMENT, day, run.agreement)
+    store.replace_date(data_dir, contract.PER_ANSWER, day, run.per_answer)
+    store.replace_date(data_dir, contract.GENERATION, day, run.generation)
+    store.replace_date(data_dir, contract.AGREEMENT, day, run.agreement)

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from pipeline.alerts import ALERT, WARNING
+from pipeline.contract import ALERT, WARNING
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
 PIPELINE_COLOURS = {"bm25": "#0072B2", "dense": "#009E73", "hybrid": "#CC79A7", "hybrid_rerank": "#E69F00"}

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from datetime import date, timedelta
 from pathlib import Path
 
+from pipeline import contract
 from pipeline.config import PIPELINES, load_config, require_sources
 from pipeline.errors import DriftwatchError
 from pipeline.simulate import SCENARIOS
@@ -546,7 +547,7 @@ def _export(args: argparse.Namespace) -> int:
     config = load_config(args.config, data_dir=args.data_dir)
     if not enabled(config):
         raise ConfigError(f"{config.file}: no [export.*] section ({', '.join(EXPORTERS)}): nothing to export")
-    days = [d.date() for d in store.read_runs(config.data_dir)[store.RUN_DATE]]
+    days = [d.date() for d in store.read_runs(config.data_dir)[contract.RUN_DATE]]
     days = [d for d in days if (args.start is None or d >= args.start) and (args.end is None or d <= args.end)]
     if not days:
         print(f"error: no run in {config.data_dir} from {args.start or 'the first'} to {args.end or 'the last'}",

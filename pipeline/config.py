@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import __version__
+from pipeline.contract import DRIFT_FAMILY
 from pipeline.errors import DriftwatchError
 from pipeline.metrics import DEFAULT_WATCHED, MEAN_NAMES
 
@@ -213,7 +214,6 @@ class DriftConfig:
 
 
 DRIFT_RULE_KEYS = ("confirm_windows", "confirm_of", "page_alpha")  # settings of the drift alert rule, not measured
-DRIFT_FAMILY_SIZE = 7  # len(drift.FAMILY): the smallest Holm-adjusted permutation p is this / (draws + 1)
 
 # Relative change that counts as practically large for the drop and slow-drift rules, by criticality preset.
 CRITICALITY = {"critical": 0.05, "standard": 0.10, "exploratory": 0.20}
@@ -517,11 +517,11 @@ def _check(cfg: Config, src: str) -> None:
     for key, draws, level in (("permutations", d.permutations, d.alpha),
                               ("page_permutations", d.page_permutations, d.page_alpha)):
         # The smallest Holm-adjusted permutation p of the family is its size / (draws + 1): below it, never drifted.
-        if DRIFT_FAMILY_SIZE / (draws + 1) >= level:
+        size = len(DRIFT_FAMILY)
+        if size / (draws + 1) >= level:
             raise bad(f"drift.{key}", f"too few to reach {'alpha' if key == 'permutations' else 'page_alpha'} "
-                      f"({level:g}): the smallest Holm-adjusted p of {DRIFT_FAMILY_SIZE} statistics at {draws} "
-                      f"draws is {DRIFT_FAMILY_SIZE / (draws + 1):.2g}; need more than "
-                      f"{math.ceil(DRIFT_FAMILY_SIZE / level) - 1}")
+                      f"({level:g}): the smallest Holm-adjusted p of {size} statistics at {draws} "
+                      f"draws is {size / (draws + 1):.2g}; need more than {math.ceil(size / level) - 1}")
     for key in ("psi_effect", "ks_effect", "classifier_effect", "novelty_effect", "duplicate_effect",
                 "composition_effect", "duplicate_cosine", "max_deleted_share"):
         if not 0 < getattr(d, key) <= (10 if key == "psi_effect" else 1):

@@ -13,7 +13,7 @@ from email.utils import format_datetime
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from pipeline import paths, store
+from pipeline import contract, paths, store
 from pipeline.config import Config, SourceConfig, target_list, to_toml
 from pipeline.corpus import CORPUS_FILE, Corpus
 from pipeline.errors import DriftwatchError
@@ -197,7 +197,7 @@ def clear_history(data_dir: Path, marker: str, refuse: Callable[[str], Driftwatc
             and not (data_dir / marker).exists():
         raise refuse(f"{data_dir} holds data that this command did not build (no {marker}); "
                      "give an empty or new directory")
-    for name in store.SCHEMAS:
+    for name in contract.SCHEMAS:
         (data_dir / name).unlink(missing_ok=True)
     if (data_dir / CORPUS_FILE).exists():
         with Corpus.in_dir(data_dir) as corpus:

@@ -20,12 +20,12 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from pipeline import jsonl
+from pipeline import contract, jsonl
 from pipeline.config import DriftConfig
+from pipeline.contract import DRIFTED, STABLE
 
 EVIDENTLY_SAMPLE_CAP = 2000  # rows per side given to Evidently's classifier (it trains one per call)
 EVIDENTLY_METHOD = "model(bootstrap)"
-QUERY_PREFIX = "query_"  # statistic-name prefix for the query-log drift rows
 
 
 class DriftError(DriftwatchError):
@@ -251,25 +251,15 @@ def read_query_log(path: Path | str, window_end: date, window_days: int) -> Quer
 
 # --- drift of what changed: the window's new chunks against a reference window ---------------------------
 
-# drift.csv verdicts.
-DRIFTED = "drifted"  # significant after Holm over the run's statistics AND above its effect-size line
-STABLE = "stable"
-NOT_ENOUGH_DATA = "not_enough_data"  # too few new (or reference) chunks to say anything
-CONTEXT = "context"  # shown beside the verdicts, not part of them (Evidently, top-1 cosine)
-
-# Statistics with a null (the family a run's verdicts are corrected over), in drift.csv order; their effect-size
-# lines are settings (config.DriftConfig, see `effect_thresholds`).
-PSI_MEAN = Statistic("psi_mean")  # mean PSI over the principal components; effect: above its null mean
-KS_MAX = Statistic("ks_max")  # largest KS distance over the components; effect: above its null mean
-CLASSIFIER = Statistic("classifier_accuracy")  # kNN domain classifier (balanced, leave one out)
-NOVELTY = Statistic("novel_share")  # new chunks with no close neighbour in the reference
-DUPLICATES = Statistic("duplicate_share")  # new chunks with a near copy elsewhere in the corpus
-NEW_CATEGORIES = Statistic("new_category_share")  # new chunks in categories the reference lacks
-NEW_SOURCES = Statistic("new_source_share")  # new chunks from sources the reference lacks
-FAMILY = (PSI_MEAN, KS_MAX, CLASSIFIER, NOVELTY, DUPLICATES, NEW_CATEGORIES, NEW_SOURCES)
-EVIDENTLY_SCORE = Statistic("evidently_model_auc")  # context: Evidently's own bootstrap decides its flag
-EVIDENTLY_DRIFTED = Statistic("evidently_drifted")
-TOP1_COSINE = Statistic("top1_cosine")  # context, per dense pipeline
+# The statistics with a null (the family a run's verdicts are corrected over), in drift.csv order, and the context
+# ones; their names are the contract's. Effect-size lines are settings (config.DriftConfig, see `effect_thresholds`):
+# PSI and KS above their null means, the classifier's balanced accuracy (kNN, leave one out) above its null mean,
+# novel content (no close neighbour in the reference), near copies elsewhere in the corpus, new categories or sources.
+FAMILY = tuple(Statistic(name) for name in contract.DRIFT_FAMILY)
+PSI_MEAN, KS_MAX, CLASSIFIER, NOVELTY, DUPLICATES, NEW_CATEGORIES, NEW_SOURCES = FAMILY
+EVIDENTLY_SCORE = Statistic(contract.EVIDENTLY_MODEL_AUC)  # context: Evidently's own bootstrap decides its flag
+EVIDENTLY_DRIFTED = Statistic(contract.EVIDENTLY_DRIFTED)
+TOP1_COSINE = Statistic(contract.TOP1_COSINE)  # context, per dense pipeline
 
 NOVELTY_QUANTILE = 0.05  # a chunk is novel below the reference's own 5% leave-one-out nearest-neighbour cosine
 NEIGHBOURS = 5  # the kNN domain classifier's k
@@ -380,64 +370,69 @@ def _labels(groups: np.ndarray, n_ref_documents: int, permutations: int, rng: np
 
 
 def _psi_rows(proj: np.ndarray, labels: np.ndarray, bins: int, epsilon: float) -> np.ndarray:
-    """Mean PSI over the components for every label row, vectorised over the rows: `psi`'s reference quantile
-    bins (numpy's linear quantile) and empty-bin shares; the sides' sizes may differ from row to row (whole
-    documents move). Per component the pooled values are sorted once: a row's reference quantiles are read at
-    its reference ranks, and its counts below each edge from running counts (the components are continuous, so
-    no quantile repeats and no point mass)."""
-    is_cur = labels
-    rows, n = is_cur.shape
-    n_cur = is_cur.sum(axis=1)
+    """Mean PSI over the components for every label row (see `_psi_ks_rows`)."""
+    return _psi_ks_rows(proj, labels, bins, epsilon)[0]
+
+
+def _ks_rows(proj: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The largest two-sample KS distance over the components for every label row (see `_psi_ks_rows`)."""
+    return _psi_ks_rows(proj, labels, 2, 0.5, psi=False)[1]
+
+
+def _psi_ks_rows(proj: np.ndarray, labels: np.ndarray, bins: int, epsilon: float, *, psi: bool = True
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """For every label row: the mean PSI over the components (`psi`'s reference quantile bins, numpy's linear
+    quantile, and empty-bin shares) and the largest two-sample KS distance over them (the empirical CDFs compared
+    only where the pooled value changes, so ties count as scipy counts them). The sides' sizes may differ from
+    row to row (whole documents move). Per component the pooled values are sorted once and every row's running
+    count of current values taken once: a row's reference quantiles are read at its reference ranks, its counts
+    below each edge from the running counts, and its CDF gap n * C_i - (i + 1) * n_cur in exact integers."""
+    rows, n = labels.shape
+    n_cur = labels.sum(axis=1)
     n_ref = n - n_cur
     levels = np.arange(1, bins) / bins
     virtual = (n_ref[:, None] - 1) * levels[None, :]  # numpy's "linear" quantile position among the reference
     low = np.floor(virtual).astype(np.int64)
     frac = virtual - low
     high = np.minimum(low + 1, n_ref[:, None] - 1)
-    offset = (np.arange(rows) * (n + 1))[:, None]  # row r's running counts lifted above row r - 1's
-    row_start = (np.arange(rows) * n)[:, None]
-    total = np.zeros(rows)
+    # Row r's running counts lifted above row r - 1's, for one searchsorted over every row; int32 while the
+    # flat counts fit (a third of int64's memory traffic, which is what these passes cost).
+    wide = np.int64 if rows * (n + 1) >= 2 ** 31 or n * n >= 2 ** 31 else np.int32
+    offset = (np.arange(rows, dtype=wide) * (n + 1))[:, None]
+    row_start = (np.arange(rows, dtype=np.int64) * n)[:, None]
+    position = np.arange(1, n + 1, dtype=wide)
+    zeros = np.zeros((rows, 1), wide)
+    n_cur_wide = n_cur.astype(wide)[:, None]
+    psi_total, ks = np.zeros(rows), np.zeros(rows)
     for j in range(proj.shape[1]):
         order = np.argsort(proj[:, j], kind="stable")
         x = proj[order, j]
-        cur = is_cur[:, order]
-        running_ref = np.cumsum(~cur, axis=1) + offset  # increasing across rows: one searchsorted for all
-        flat = running_ref.ravel()
+        # Current values among the first i + 1 (np.take: C order, which cumsum scans fast).
+        running_cur = np.cumsum(np.take(labels, order, axis=1), axis=1, dtype=wide)
+        last_of_tie = np.r_[x[1:] != x[:-1], True]
+        gap = n * running_cur - position * n_cur_wide
+        if not last_of_tie.all():
+            gap = gap[:, last_of_tie]
+        ks = np.maximum(ks, np.abs(gap).max(axis=1) / (n_cur * n_ref))
+        if not psi:
+            continue
+        flat = (position - running_cur + offset).ravel()  # running reference counts, increasing across rows
         at_low = np.searchsorted(flat, low + 1 + offset) - row_start  # where the (low+1)-th reference value sits
         at_high = np.searchsorted(flat, high + 1 + offset) - row_start
         a, b = x[at_low], x[at_high]
         edges = np.where(frac < 0.5, a + (b - a) * frac, b - (b - a) * (1 - frac))  # numpy's _lerp
         below = np.searchsorted(x, edges, side="left")  # pooled values under each edge
-        running_cur = np.concatenate([np.zeros((rows, 1), np.int64), np.cumsum(cur, axis=1)], axis=1)
-        cur_below = np.take_along_axis(running_cur, below, axis=1)
-        ref_below = below - cur_below
-        cur_counts = np.diff(np.concatenate([np.zeros((rows, 1), np.int64), cur_below, n_cur[:, None]], axis=1))
-        ref_counts = np.diff(np.concatenate([np.zeros((rows, 1), np.int64), ref_below, n_ref[:, None]], axis=1))
+        cur_below = np.take_along_axis(np.concatenate([zeros, running_cur], axis=1), below, axis=1)
+        cur_counts = np.diff(np.concatenate([zeros, cur_below, n_cur[:, None]], axis=1))
+        ref_counts = np.diff(np.concatenate([zeros, below - cur_below, n_ref[:, None]], axis=1))
 
         def shares(counts: np.ndarray, size: np.ndarray) -> np.ndarray:
             share = np.where(counts == 0, epsilon, counts / size[:, None])
             return share / share.sum(axis=1, keepdims=True)
 
-        ref, cur_share = shares(ref_counts, n_ref), shares(cur_counts, n_cur)
-        total += np.sum((cur_share - ref) * np.log(cur_share / ref), axis=1)
-    return total / proj.shape[1]
-
-
-def _ks_rows(proj: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """The largest two-sample KS distance over the components for every label row (ties handled by
-    evaluating the empirical CDFs only where the pooled value changes; the sides' sizes may vary by row)."""
-    n_cur = labels.sum(axis=1)[:, None]
-    n_ref = labels.shape[1] - n_cur
-    best = np.zeros(labels.shape[0])
-    for j in range(proj.shape[1]):
-        order = np.argsort(proj[:, j], kind="stable")
-        values = proj[order, j]
-        last_of_tie = np.r_[values[1:] != values[:-1], True]
-        cur = labels[:, order]
-        f_cur = np.cumsum(cur, axis=1) / n_cur
-        f_ref = np.cumsum(~cur, axis=1) / n_ref
-        best = np.maximum(best, np.abs(f_cur - f_ref)[:, last_of_tie].max(axis=1))
-    return best
+        ref_share, cur_share = shares(ref_counts, n_ref), shares(cur_counts, n_cur)
+        psi_total += np.sum((cur_share - ref_share) * np.log(cur_share / ref_share), axis=1)
+    return psi_total / proj.shape[1], ks
 
 
 def _other_documents(similarity: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -493,35 +488,57 @@ class Neighbours:
         part = np.argpartition(-self.sim, t - 1, axis=1)[:, :t] if n > 1 else np.zeros((n, 1), np.int64)
         order = np.argsort(-np.take_along_axis(self.sim, part, axis=1), axis=1, kind="stable")
         self.order = np.take_along_axis(part, order, axis=1)
-        self.rows = np.arange(n)
+        self.sorted = np.take_along_axis(self.sim, self.order, axis=1)
+        self.valid = np.isfinite(self.sorted)  # a list shorter than `top` (few other documents) ends in -inf
 
     def nearest_in(self, side: np.ndarray) -> np.ndarray:
-        """Per chunk: the highest similarity to a chunk of another document on `side` (a boolean mask),
-        NO_NEIGHBOUR when there is none."""
-        hit = side[self.order] & np.isfinite(self.sim[self.rows[:, None], self.order])
-        first = hit.argmax(axis=1)
-        best = self.sim[self.rows, self.order[self.rows, first]]
-        missing = ~hit[self.rows, first]
-        if missing.any():
-            best[missing] = np.where(side[None, :], self.sim[missing], -np.inf).max(axis=1)
-        return np.maximum(best, NO_NEIGHBOUR)
+        """Per chunk (and per row of `side`, when it is 2-D: one boolean mask per row): the highest similarity
+        to a chunk of another document on `side`, NO_NEIGHBOUR when there is none."""
+        sides = np.atleast_2d(side)
+        hit = np.take(sides, self.order, axis=1)  # (rows, n, top), C order: `sides[:, order]` is not, and scans slowly
+        hit &= self.valid
+        first = hit.argmax(axis=2)
+        best = np.take_along_axis(self.sorted[None], first[:, :, None], axis=2)[:, :, 0]
+        missing = ~np.take_along_axis(hit, first[:, :, None], axis=2)[:, :, 0]
+        for r, i in zip(*np.nonzero(missing)):  # every listed neighbour on the other side: scan the row
+            best[r, i] = np.where(sides[r], self.sim[i], -np.inf).max()
+        best = np.maximum(best, NO_NEIGHBOUR)
+        return best if side.ndim == 2 else best[0]
 
     def novel(self, is_cur: np.ndarray) -> np.ndarray:
         nearest_ref = self.nearest_in(~is_cur)
         level = np.quantile(nearest_ref[~is_cur], NOVELTY_QUANTILE)
         return nearest_ref[is_cur] < level
 
+    def novel_shares(self, labels: np.ndarray, batch: int = 256) -> np.ndarray:
+        """`novel(row).mean()` for every label row, a batch of rows at a time; the reference's quantile of each
+        row read from its sorted values as numpy's linear quantile reads it."""
+        out = np.empty(labels.shape[0])
+        for start in range(0, labels.shape[0], batch):
+            is_cur = labels[start:start + batch]
+            nearest = self.nearest_in(~is_cur)
+            n_ref = (~is_cur).sum(axis=1)
+            ranked = np.sort(np.where(is_cur, np.inf, nearest), axis=1)
+            virtual = (n_ref - 1) * NOVELTY_QUANTILE
+            low = np.floor(virtual).astype(np.int64)
+            frac = virtual - low
+            a = np.take_along_axis(ranked, low[:, None], axis=1)[:, 0]
+            b = np.take_along_axis(ranked, np.minimum(low + 1, n_ref - 1)[:, None], axis=1)[:, 0]
+            with np.errstate(invalid="ignore"):  # a == b == NO_NEIGHBOUR gives 0 * 0, never inf - inf
+                level = np.where(frac < 0.5, a + (b - a) * frac, b - (b - a) * (1 - frac))
+            out[start:start + batch] = ((nearest < level[:, None]) & is_cur).sum(axis=1) / is_cur.sum(axis=1)
+        return out
+
 
 def _new_label_share(values: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """For every label row: the share of current chunks whose label (a category or a source) no reference
     chunk has."""
-    codes = np.unique(values, return_inverse=True)[1]
-    out = np.empty(labels.shape[0])
-    for i, is_cur in enumerate(labels):
-        seen = np.zeros(codes.max() + 1, bool)
-        seen[codes[~is_cur]] = True
-        out[i] = float(np.mean(~seen[codes[is_cur]]))
-    return out
+    codes = np.unique(values, return_inverse=True)[1].ravel()
+    one_hot = np.zeros((len(codes), int(codes.max()) + 1), np.float32)
+    one_hot[np.arange(len(codes)), codes] = 1
+    seen = ((~labels).astype(np.float32) @ one_hot) > 0  # (rows, labels): held by some reference chunk
+    new = ~np.take(seen, codes, axis=1)
+    return (new & labels).sum(axis=1) / labels.sum(axis=1)
 
 
 def _counts(values: Sequence[str], limit: int = 4) -> str:
@@ -630,11 +647,10 @@ def _statistics(reference: Sample, current: Sample, ref: np.ndarray, cur: np.nda
     proj = np.vstack([ref_proj, cur_proj])
     with threadpool_limits(limits=1, user_api="blas"):
         similarity = pooled @ pooled.T
-    psis = _psi_rows(proj, labels, config.bins, config.epsilon)
-    ks = _ks_rows(proj, labels)
+    psis, ks = _psi_ks_rows(proj, labels, config.bins, config.epsilon)
     accuracy = _classifier_rows(similarity, labels, groups)
     neighbours = Neighbours(similarity, groups)
-    novel = np.array([neighbours.novel(row).mean() for row in labels])
+    novel = neighbours.novel_shares(labels)
     is_novel = neighbours.novel(labels[0])
     results = [
         _verdict(PSI_MEAN, psis[0], psis[1:]),

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline import netio, store
-from pipeline.alerts import ALERT, WARNING
+from pipeline import contract, netio, store
 from pipeline.config import Config, MlflowExportConfig, PrometheusExportConfig, WhylogsExportConfig, has_scheme
+from pipeline.contract import ALERT, DRIFTED, STABLE, WARNING
 from pipeline.corpus import Corpus, text_hash
 
 log = logging.getLogger(__name__)
@@ -69,9 +69,9 @@ class History:
         self.data_dir = Path(data_dir)
         runs = store.read_runs(data_dir)
         if pending is not None:
-            row = pd.DataFrame([pending]).astype({store.RUN_DATE: "datetime64[ns]"})
-            runs = pd.concat([runs[runs[store.RUN_DATE] != row[store.RUN_DATE].iloc[0]], row], ignore_index=True)
-            runs = runs.sort_values(store.RUN_DATE, ignore_index=True)
+            row = pd.DataFrame([pending]).astype({contract.RUN_DATE: "datetime64[ns]"})
+            runs = pd.concat([runs[runs[contract.RUN_DATE] != row[contract.RUN_DATE].iloc[0]], row], ignore_index=True)
+            runs = runs.sort_values(contract.RUN_DATE, ignore_index=True)
         self.runs = runs
 
     @classmethod
@@ -84,11 +84,11 @@ class History:
 
     @cached_property
     def drift(self) -> pd.DataFrame:
-        return store.read(self.data_dir, store.DRIFT)
+        return store.read(self.data_dir, contract.DRIFT)
 
     @cached_property
     def alerts(self) -> pd.DataFrame:
-        return store.read(self.data_dir, store.ALERTS)
+        return store.read(self.data_dir, contract.ALERTS)
 
     @cached_property
     def per_question(self) -> pd.DataFrame:
@@ -97,23 +97,23 @@ class History:
     @cached_property
     def generation(self) -> pd.DataFrame:
         """The answer layer's per-run rows (generation.csv; none on a run without [generation])."""
-        return store.read(self.data_dir, store.GENERATION)
+        return store.read(self.data_dir, contract.GENERATION)
 
     def dates(self) -> list[date]:
-        return [d.date() for d in self.runs[store.RUN_DATE]]
+        return [d.date() for d in self.runs[contract.RUN_DATE]]
 
     def latest(self) -> date | None:
-        return None if self.runs.empty else self.runs[store.RUN_DATE].max().date()
+        return None if self.runs.empty else self.runs[contract.RUN_DATE].max().date()
 
     def on(self, frame: pd.DataFrame, day: date) -> pd.DataFrame:
-        return frame[frame[store.RUN_DATE] == pd.Timestamp(day)]
+        return frame[frame[contract.RUN_DATE] == pd.Timestamp(day)]
 
     def run(self, day: date) -> pd.Series:
         return self.on(self.runs, day).iloc[-1]
 
     def alert_counts(self, day: date) -> dict[str, int]:
         """The run's alerts (new and ongoing: what alerts.csv holds for the date) per severity, zeros included."""
-        severities = self.on(self.alerts, day)[store.SEVERITY].value_counts()
+        severities = self.on(self.alerts, day)[contract.SEVERITY].value_counts()
         return {s: int(severities.get(s, 0)) for s in SEVERITIES}
 
 
@@ -327,10 +327,10 @@ def _new_run(client, experiment_id: str, history: History, key: str, config_hash
             "driftwatch.config_hash": config_hash, "driftwatch.model": model}
     run_id = client.create_run(experiment_id, tags=tags, run_name=f"{history.data_dir.name} {config_hash}").info.run_id
     segment = history.runs[(history.runs["config_hash"] == config_hash) & (history.runs["model"] == model)]
-    metrics = history.metrics[history.metrics[store.RUN_DATE].isin(segment[store.RUN_DATE])]
+    metrics = history.metrics[history.metrics[contract.RUN_DATE].isin(segment[contract.RUN_DATE])]
     params = {"config_hash": config_hash, "model": model, "data_dir": str(history.data_dir),
-              "pipelines": ",".join(sorted(set(metrics[store.PIPELINE].dropna()))),
-              "k": ",".join(str(k) for k in sorted({int(k) for k in metrics[store.K].dropna()}))}
+              "pipelines": ",".join(sorted(set(metrics[contract.PIPELINE].dropna()))),
+              "k": ",".join(str(k) for k in sorted({int(k) for k in metrics[contract.K].dropna()}))}
     client.log_batch(run_id, params=[Param(k, v) for k, v in params.items()])
     return run_id
 
@@ -363,8 +363,8 @@ def metric_families(history: History) -> list:
     for r in history.on(history.drift, day).itertuples():
         if not pd.isna(r.value):
             statistic.add_metric([r.statistic], float(r.value))
-        if r.verdict in ("drifted", "stable"):
-            drifted.add_metric([r.statistic], float(r.verdict == "drifted"))
+        if r.verdict in (DRIFTED, STABLE):
+            drifted.add_metric([r.statistic], float(r.verdict == DRIFTED))
     answer = gauge("answer_metric", "The answer layer's mean of a metric in the latest run (generation.csv: "
                                     "faithfulness, answer relevance, heuristics; source judge or heuristic).",
                    ("pipeline", "source", "metric"))
@@ -494,12 +494,12 @@ def question_frames(history: History, day: date) -> dict[str, pd.DataFrame]:
     rank, first relevant rank and top-1 score."""
     rows = history.on(history.per_question, day)
     frames = {}
-    for pipeline, part in rows.groupby(store.PIPELINE, sort=True):
-        wide = part.pivot_table(index=store.QUESTION_ID, columns=store.K,
+    for pipeline, part in rows.groupby(contract.PIPELINE, sort=True):
+        wide = part.pivot_table(index=contract.QUESTION_ID, columns=contract.K,
                                 values=["hit", "recall", "precision", "ndcg", "unjudged"], aggfunc="first")
         wide.columns = [f"{metric}@{k}" for metric, k in wide.columns]
-        top = part.sort_values(store.K).groupby(store.QUESTION_ID).last()
-        for column in ("rr", store.FIRST_RANK, "top1_score"):
+        top = part.sort_values(contract.K).groupby(contract.QUESTION_ID).last()
+        for column in ("rr", contract.FIRST_RANK, "top1_score"):
             wide[column] = top[column].astype(float)
         frames[str(pipeline)] = wide.reset_index(drop=True)
     return frames

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, timezone
 from pathlib import Path
 
-from pipeline import answers, store
+from pipeline import answers, contract, store
 from pipeline.config import Config, ExportConfig, GenerationConfig, SourceConfig, TargetConfig, target_list
 from pipeline.corpus import Corpus
 from pipeline.demo import clear_history
@@ -155,7 +155,7 @@ def answers_report(run: answers.AnswerRun, generation: GenerationConfig) -> dict
         entry["n"][name], entry["undetermined"][name] = row["n"], row["undetermined"]
     import pandas as pd
 
-    frame = pd.DataFrame(run.agreement, columns=store.AGREEMENT_COLUMNS)
+    frame = pd.DataFrame(run.agreement, columns=contract.AGREEMENT_COLUMNS)
     trust = answers.trusted_metrics(frame, generation.judge_name) if generation.judging else {}
     return {"pipelines": out, "trust": {m: {"trusted": ok, "why": why} for m, (ok, why) in trust.items()},
             "events": run.events}

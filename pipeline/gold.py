@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import jsonl
+from pipeline.contract import MAX_ID_LENGTH
 from pipeline.errors import DriftwatchError
-from pipeline.store import MAX_ID_LENGTH
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import scipy
 
-from pipeline import answers, drift, indexes, memo, runmemo, signals, store
+from pipeline import answers, contract, drift, indexes, memo, runmemo, signals, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
 from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document, chunk_id, chunk_settings
@@ -132,14 +132,14 @@ def _is_past(config: Config, run_date: date) -> bool:
     local one) or before the latest stored run."""
     today = min(date.today(), datetime.now(timezone.utc).date())
     runs = store.read_runs(config.data_dir)
-    latest = runs[store.RUN_DATE].max().date() if not runs.empty else run_date
+    latest = runs[contract.RUN_DATE].max().date() if not runs.empty else run_date
     return run_date < today or run_date < latest
 
 
 def _is_latest(config: Config, run_date: date) -> bool:
     """On or after every stored run date."""
     runs = store.read_runs(config.data_dir)
-    return runs.empty or run_date >= runs[store.RUN_DATE].max().date()
+    return runs.empty or run_date >= runs[contract.RUN_DATE].max().date()
 
 
 def corpus_chunks(config: Config, corpus: Corpus, run_date: date, chunked: dict[tuple[str, str], list[Chunk]]
@@ -231,7 +231,7 @@ def _top1_cosines(retriever: Retriever, rankings: dict[str, list[Ranking]],
             continue
         cosines = [float(chunk_vectors[position[r.chunk_ids[0]]] @ q) if r.chunk_ids else float("nan")
                    for r, q in zip(ranked, query_vectors)]
-        rows.append((f"{drift.TOP1_COSINE.name}_{pipeline}", drift.query_top1_cosine(cosines)))
+        rows.append((f"{contract.TOP1_COSINE}_{pipeline}", drift.query_top1_cosine(cosines)))
     return rows
 
 
@@ -269,11 +269,11 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question:
     runs = store.read_runs(data_dir)
     today = pd.DataFrame([run]).astype({"run_date": "datetime64[ns]"})
     runs = pd.concat([runs[runs["run_date"] != pd.Timestamp(run_date)], today], ignore_index=True)
-    stored = store.read(data_dir, store.ALERTS)
+    stored = store.read(data_dir, contract.ALERTS)
     alerts = evaluate_alerts(run_date, store.read_metrics(data_dir), per_question,
-                             store.read(data_dir, store.DRIFT), runs, config.alerts, config.retrieval.k,
+                             store.read(data_dir, contract.DRIFT), runs, config.alerts, config.retrieval.k,
                              stored[stored["run_date"] < pd.Timestamp(run_date)], config.drift,
-                             store.read(data_dir, store.TARGETS), *answers.alert_inputs(config))
+                             store.read(data_dir, contract.TARGETS), *answers.alert_inputs(config))
     same_day = stored[stored["run_date"] == pd.Timestamp(run_date)]
     seen = set(zip(same_day["rule"], same_day["pipeline"].fillna(""), same_day["metric"].fillna("")))
     return alerts, [a for a in alerts if a.new and a.key not in seen]
@@ -318,7 +318,7 @@ def _exact_dense(config: Config, chunks: Sequence[Chunk], vectors: np.ndarray, q
 def target_row(run_date: date, target: TargetConfig, outcome: Outcome | None, n_questions: int) -> dict:
     ok = outcome is None or outcome.ok
     return {"run_date": run_date.isoformat(), "target": target.name, "kind": target.kind,
-            "status": store.TARGET_OK if ok else store.TARGET_FAILED, "n_questions": n_questions if ok else 0,
+            "status": contract.TARGET_OK if ok else contract.TARGET_FAILED, "n_questions": n_questions if ok else 0,
             "seconds": outcome.seconds if outcome else math.nan, "message": outcome.message if outcome else ""}
 
 
@@ -329,8 +329,9 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
     Every target (the builtin pipelines, or the [[targets]]) is evaluated the same way; a target that fails
     is recorded in targets.csv (and alerted) and gets no metric rows that day, the others go on.
     Order of writes: per_question, metrics, drift, signals, targets, alerts, the [export.*] exporters (a failure
-    is noted in the row's events, never fatal; `seconds` stops before them), then runs; a runs.csv row
-    therefore means the date's other rows are complete. Notification comes last and never fails the run.
+    is noted in the row's events, never fatal; `seconds` stops before them), then runs, all under the run journal
+    (`store.run_journal`): a run killed or failed before its end leaves the date's rows as they were, and a runs.csv
+    row means the date's other rows are complete. Notification comes last and never fails the run.
     """
     started, t0 = _now(), time.perf_counter()
     data_dir = config.data_dir
@@ -338,8 +339,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
     gold, externals = check_inputs(config, run_date, embedder)  # bad input stops the run before anything is written
     builtin = builtin_pipelines(config)
     depth = config.retrieval.candidate_depth
-    with store.run_lock(data_dir), Corpus.in_dir(data_dir) as corpus:
-        store.recover(data_dir)
+    with store.run_lock(data_dir), Corpus.in_dir(data_dir) as corpus, store.run_journal(data_dir, run_date) as notes:
+        events = "; ".join(e for e in (events, *notes) if e)  # what recover did (a roll back, a quarantine)
         # The external targets first: they do not need the corpus, and without sources their texts make it.
         answered = {t.name: evaluate_target(t, gold, depth, run_date) for t in externals}
         for outcome in answered.values():
@@ -355,7 +356,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         top1: list[tuple[str, float]] = []
         signal_rows: list[dict] = []
         stored_questions = store.read_per_question(data_dir)  # read once: the signals' history, the alert rules'
-        history = stored_questions[stored_questions[store.RUN_DATE] < pd.Timestamp(run_date)]
+        history = stored_questions[stored_questions[contract.RUN_DATE] < pd.Timestamp(run_date)]
         indexed = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=builtin))
         counts = corpus.counts(run_date)
         memoized = runmemo.memoized(config, corpus, run_date, gold, counts) if builtin else None
@@ -436,8 +437,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         drift_rows_ = drift_table(config, corpus, embedder, run_date, drift_found, top1)
         fetched = [o for o in outcomes if not o.replayed]
         failed = [o for o in fetched if not o.ok]  # sources.collect has logged each with its URL
-        status = (store.STATUS_OK if not failed else
-                  store.STATUS_NO_FEEDS if len(failed) == len(fetched) else store.STATUS_DEGRADED)
+        status = (contract.STATUS_OK if not failed else
+                  contract.STATUS_NO_FEEDS if len(failed) == len(fetched) else contract.STATUS_DEGRADED)
         run = {
             "run_date": run_date.isoformat(), "run_id": uuid.uuid4().hex[:12], "started_at": started,
             "finished_at": _now(), "status": status, "feeds_ok": len(fetched) - len(failed),
@@ -451,27 +452,26 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                                            lambda texts: embed_cached(corpus, embedder, list(texts)).vectors)
         if answered_run is not None:
             run["events"] = "; ".join(e for e in (events, *answered_run.events) if e)
-        store.replace_date(data_dir, store.PER_QUESTION, run_date, question_rows)
-        store.replace_date(data_dir, store.METRICS, run_date, metric_rows)
-        store.replace_date(data_dir, store.DRIFT, run_date, drift_rows_)
-        store.replace_date(data_dir, store.SIGNALS, run_date, signal_rows)
+        store.replace_date(data_dir, contract.PER_QUESTION, run_date, question_rows)
+        store.replace_date(data_dir, contract.METRICS, run_date, metric_rows)
+        store.replace_date(data_dir, contract.DRIFT, run_date, drift_rows_)
+        store.replace_date(data_dir, contract.SIGNALS, run_date, signal_rows)
         ks.save()
         if config.targets:
-            store.replace_date(data_dir, store.TARGETS, run_date, target_rows)
+            store.replace_date(data_dir, contract.TARGETS, run_date, target_rows)
         if answered_run is not None:
             answers.write_run(data_dir, run_date, answered_run)
         alerts, to_notify = evaluate_run_alerts(config, run_date, run,
-                                                store.with_rows(stored_questions, store.PER_QUESTION, run_date,
+                                                store.with_rows(stored_questions, contract.PER_QUESTION, run_date,
                                                                 question_rows))
         notifying = notify and config.alerts.webhook_url is not None
         if notifying:  # before alerts.csv: a run killed from here on still leaves them to deliver
             enqueue(data_dir, to_notify)
-        store.replace_date(data_dir, store.ALERTS, run_date, alerts_frame(alerts))
+        store.replace_date(data_dir, contract.ALERTS, run_date, alerts_frame(alerts))
         run["seconds"] = round(time.perf_counter() - t0, 3)
         run["finished_at"] = _now()
         run["events"] = with_events(run["events"], export(config, [run_date], pending=run, corpus=corpus))
-        store.replace_date(data_dir, store.RUNS, run_date, [run])
-        store.seal(data_dir)
+        store.replace_date(data_dir, contract.RUNS, run_date, [run])
     notified = None
     if notifying:  # this run's new alerts and any an earlier run could not deliver
         notified = deliver(data_dir, config.alerts.webhook_url, timeout=config.alerts.webhook_timeout,

@@ -21,7 +21,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from pipeline import netio, store
-from pipeline.alerts import ALERT, Alert, _plural, condition_of
+from pipeline.alerts import Alert, _plural, condition_of
+from pipeline.contract import ALERT
 from pipeline.errors import DriftwatchError
 
 log = logging.getLogger(__name__)

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline import store, views
+from pipeline import contract, store, views
 from pipeline.views import weekly as weekly_views
-from pipeline.alerts import ALERT, WARNING, is_new
+from pipeline.alerts import is_new
+from pipeline.contract import ALERT, WARNING
 from pipeline.charts import EVENT_COLOUR, MAX_EVENT_LABEL, SEVERITY_COLOURS, colour_map
 from pipeline.views.alerts import incidents
+from pipeline.views.overview import OK
 
 REVIEW_METRICS = ("hit", "recall", "mrr", "ndcg", "unjudged")  # the summary table's columns
 CHART_METRIC = "recall"
@@ -59,19 +61,20 @@ def weekly_review(runs: pd.DataFrame, metrics: pd.DataFrame, per_question: pd.Da
     available = weekly_views.weeks(runs)
     if week not in available:
         raise ReportError(f"no runs in {week} (weeks with runs: {', '.join(available) or 'none'})")
-    k = k if k is not None else views.default_k(metrics[views.K].unique())
+    k = k if k is not None else views.default_k(metrics[contract.K].unique())
     previous = weekly_views.previous_week(week)
     every = weekly_views.weekly_means(metrics, week)
-    summary = every[(every[views.K] == k) & every[views.METRIC].isin(REVIEW_METRICS)]
-    pipelines = views.values_of(metrics, views.PIPELINE)
-    summary = summary.assign(_p=summary[views.PIPELINE].map(pipelines.index),
-                             _m=summary[views.METRIC].map(REVIEW_METRICS.index))
+    summary = every[(every[contract.K] == k) & every[contract.METRIC].isin(REVIEW_METRICS)]
+    pipelines = views.values_of(metrics, contract.PIPELINE)
+    summary = summary.assign(_p=summary[contract.PIPELINE].map(pipelines.index),
+                             _m=summary[contract.METRIC].map(REVIEW_METRICS.index))
     summary = summary.sort_values(["_p", "_m"], kind="stable").drop(columns=["_p", "_m"])
     both = pd.concat([weekly_views.in_week(metrics, previous), weekly_views.in_week(metrics, week)])
     fortnight = [pd.concat([weekly_views.in_week(frame, previous), weekly_views.in_week(frame, week)])
                  for frame in (alerts, runs)]
     daily = views.metric_series(both, CHART_METRIC, k)
-    week_alerts = weekly_views.in_week(alerts, week).sort_values([views.RUN_DATE, views.SEVERITY, views.RULE], kind="stable")
+    week_alerts = weekly_views.in_week(alerts, week).sort_values([contract.RUN_DATE, contract.SEVERITY, contract.RULE],
+                                                                 kind="stable")
     return WeeklyReview(
         week=week, previous=previous, start=start, end=end,
         run_dates=tuple(views.run_dates(weekly_views.in_week(runs, week))), k=k,
@@ -88,19 +91,20 @@ def summary_paragraph(review: WeeklyReview, gold_texts: dict[str, str] | None = 
     incidents of the week (conditions started, ongoing at its end) and the three most regressed questions with
     their text."""
     alerts = review.alerts
-    worst = ("alert" if (alerts[views.SEVERITY] == ALERT).any() else "warning") if len(alerts) else "ok"
+    worst = (ALERT if (alerts[contract.SEVERITY] == ALERT).any() else WARNING) if len(alerts) else OK
     parts = [f"Status {worst}: {len(review.run_dates)} runs from {review.run_dates[0]} to {review.run_dates[-1]}."]
     rows = review.summary[review.summary["better"].notna()]
     if len(rows):
         moved = rows.assign(_size=rows["change_pct"].abs()).sort_values("_size", ascending=False).head(3)
         parts.append("Against " + review.previous + ": " + "; ".join(
             f"{p} {views.metric_label(m, review.k)} {mean:.3f} ({pct:+.1f}%)"
-            for p, m, mean, pct in zip(moved[views.PIPELINE], moved[views.METRIC], moved["mean"], moved["change_pct"]))
+            for p, m, mean, pct in zip(moved[contract.PIPELINE], moved[contract.METRIC], moved["mean"],
+                                       moved["change_pct"]))
             + ".")
     if len(alerts):
-        found = incidents(alerts, pd.DataFrame({views.RUN_DATE: pd.to_datetime(list(review.run_dates))}))
+        found = incidents(alerts, pd.DataFrame({contract.RUN_DATE: pd.to_datetime(list(review.run_dates))}))
         started = found[found["start"] >= pd.Timestamp(review.start)]
-        last = alerts[views.RUN_DATE].max()
+        last = alerts[contract.RUN_DATE].max()
         ongoing = found[found["last"] == last]
         first = found.sort_values("start", kind="stable").iloc[0]
         owner = f"{first['pipeline']} {first['metric']}" if first["pipeline"] else "the corpus"
@@ -109,14 +113,14 @@ def summary_paragraph(review: WeeklyReview, gold_texts: dict[str, str] | None = 
     else:
         parts.append("No alert fired.")
     if len(review.events):
-        parts.append("Run notes: " + "; ".join(f"{d:%Y-%m-%d} {e}" for d, e in
-                                             zip(review.events[views.RUN_DATE], review.events[views.EVENTS])) + ".")
+        notes = zip(review.events[contract.RUN_DATE], review.events[contract.EVENTS])
+        parts.append("Run notes: " + "; ".join(f"{d:%Y-%m-%d} {e}" for d, e in notes) + ".")
     top = review.regressions.head(3)
     if len(top):
         texts = gold_texts or {}
         parts.append("Most regressed: " + "; ".join(
             f"{q} ({p}, {c:+.2f}{': ' + texts[q] if q in texts else ''})"
-            for q, p, c in zip(top[views.QUESTION_ID], top[views.PIPELINE], top["change"])) + ".")
+            for q, p, c in zip(top[contract.QUESTION_ID], top[contract.PIPELINE], top["change"])) + ".")
     return " ".join(parts)
 
 
@@ -139,7 +143,7 @@ def weekly_review_html(data_dir: Path, week: str) -> str:
     data_dir = Path(data_dir)
     texts = {q: g.question for q, g in views.gold_questions(views.settings(data_dir).gold).items()}
     review = weekly_review(store.read_runs(data_dir), store.read_metrics(data_dir),
-                           store.read_per_question(data_dir), store.read(data_dir, store.ALERTS), week,
+                           store.read_per_question(data_dir), store.read(data_dir, contract.ALERTS), week,
                            gold_texts=texts)
     return render_html(review)
 
@@ -147,7 +151,7 @@ def weekly_review_html(data_dir: Path, week: str) -> str:
 def week_csv(metrics: pd.DataFrame, week: str) -> str:
     """The week's metrics.csv rows, as the store writes them (ISO dates, the contract's columns)."""
     rows = weekly_views.in_week(metrics, week)
-    return rows.assign(**{views.RUN_DATE: rows[views.RUN_DATE].dt.strftime("%Y-%m-%d")}).to_csv(
+    return rows.assign(**{contract.RUN_DATE: rows[contract.RUN_DATE].dt.strftime("%Y-%m-%d")}).to_csv(
         index=False, lineterminator="\n")
 
 
@@ -199,12 +203,12 @@ def _summary_table(review: WeeklyReview) -> str:
     summary = review.summary
     if summary.empty:
         return '<p class="note">No metrics this week.</p>'
-    metrics = [m for m in REVIEW_METRICS if m in set(summary[views.METRIC])]
+    metrics = [m for m in REVIEW_METRICS if m in set(summary[contract.METRIC])]
     rows = []
-    for pipeline in views.values_of(summary, views.PIPELINE):
+    for pipeline in views.values_of(summary, contract.PIPELINE):
         cells = [_e(pipeline)]
         for metric in metrics:
-            row = summary[(summary[views.PIPELINE] == pipeline) & (summary[views.METRIC] == metric)].iloc[0]
+            row = summary[(summary[contract.PIPELINE] == pipeline) & (summary[contract.METRIC] == metric)].iloc[0]
             cells.append(f"{_num(row['mean'])}<br>{_delta(row['change'], row['change_pct'], row['better'])}")
         rows.append(cells)
     headers = ["pipeline"] + [views.metric_label(m, review.k) for m in metrics]
@@ -215,11 +219,11 @@ def _chart_svg(review: WeeklyReview, width: int = 640, height: int = 220) -> str
     """CHART_METRIC@k per pipeline over both weeks as an inline SVG line chart (no script, no external file): the
     week boundary dashed, run notes as dotted lines, a circle in the severity's colour where an alert fired on the
     pipeline (on any of its series; a corpus-wide alert above the plot), its messages in the mark's tooltip."""
-    daily = review.daily.dropna(subset=[views.VALUE])
+    daily = review.daily.dropna(subset=[contract.VALUE])
     if daily.empty:
         return ""
-    days = sorted(daily[views.RUN_DATE].unique())
-    low, high = float(daily[views.VALUE].min()), float(daily[views.VALUE].max())
+    days = sorted(daily[contract.RUN_DATE].unique())
+    low, high = float(daily[contract.VALUE].min()), float(daily[contract.VALUE].max())
     pad = max((high - low) * 0.1, 0.01)
     low, high = max(0.0, low - pad), min(1.0, high + pad) if high <= 1 else high + pad
     left, right, top, bottom = 48, 12, 14, 34
@@ -240,7 +244,7 @@ def _chart_svg(review: WeeklyReview, width: int = 640, height: int = 220) -> str
         anchor = "start" if i == 0 else "end"
         parts.append(f'<text x="{x(i):.1f}" y="{height - bottom + 16}" font-size="11" text-anchor="{anchor}">'
                      f'{pd.Timestamp(label):%Y-%m-%d}</text>')
-    for day, note in zip(review.notes[views.RUN_DATE], review.notes[views.EVENTS]):
+    for day, note in zip(review.notes[contract.RUN_DATE], review.notes[contract.EVENTS]):
         if day not in index:
             continue
         label = note if len(note) <= MAX_EVENT_LABEL else note[: MAX_EVENT_LABEL - 1] + "…"
@@ -251,17 +255,18 @@ def _chart_svg(review: WeeklyReview, width: int = 640, height: int = 220) -> str
                      f'stroke="{EVENT_COLOUR}" stroke-dasharray="1 3"/>'
                      f'<text x="{side[0]:.1f}" y="{height - bottom - 4}" font-size="10" text-anchor="{side[1]}" '
                      f'fill="{EVENT_COLOUR}">{_e(label)}</text></g>')
-    pipelines = views.values_of(daily, views.PIPELINE)
+    pipelines = views.values_of(daily, contract.PIPELINE)
     colours = colour_map(pipelines)
-    values = {(d, p): v for d, p, v in zip(daily[views.RUN_DATE], daily[views.PIPELINE], daily[views.VALUE])}
+    values = {(d, p): v for d, p, v in zip(daily[contract.RUN_DATE], daily[contract.PIPELINE], daily[contract.VALUE])}
     for n, pipeline in enumerate(pipelines):
-        rows = daily[daily[views.PIPELINE] == pipeline]
-        points = " ".join(f"{x(index[d]):.1f},{y(v):.1f}" for d, v in zip(rows[views.RUN_DATE], rows[views.VALUE]))
+        rows = daily[daily[contract.PIPELINE] == pipeline]
+        points = " ".join(f"{x(index[d]):.1f},{y(v):.1f}"
+                          for d, v in zip(rows[contract.RUN_DATE], rows[contract.VALUE]))
         parts.append(f'<polyline fill="none" stroke="{colours[pipeline]}" stroke-width="2" points="{points}"/>')
         parts.append(f'<text x="{left + n * 130}" y="{height + 16}" font-size="12" fill="{colours[pipeline]}">'
                      f'&#9632; {_e(pipeline)}</text>')
-    for day, pipeline, severity, message in zip(review.marks[views.RUN_DATE], review.marks[views.PIPELINE],
-                                                review.marks[views.SEVERITY], review.marks[views.MESSAGE]):
+    for day, pipeline, severity, message in zip(review.marks[contract.RUN_DATE], review.marks[contract.PIPELINE],
+                                                review.marks[contract.SEVERITY], review.marks[contract.MESSAGE]):
         # on the pipeline's line where it has a value that day; a corpus-wide alert above the plot
         if day not in index or (pipeline and (day, pipeline) not in values):
             continue
@@ -279,13 +284,13 @@ def _alerts_section(review: WeeklyReview) -> str:
     if alerts.empty:
         return '<p class="note">No alert fired this week.</p>'
     new = is_new(alerts)
-    counts = alerts.assign(new=new).groupby(views.SEVERITY)["new"].agg(["size", "sum"])
+    counts = alerts.assign(new=new).groupby(contract.SEVERITY)["new"].agg(["size", "sum"])
     lines = ", ".join(f"{int(counts.at[s, 'size'])} {s} rows ({int(counts.at[s, 'sum'])} new)"
                       for s in (ALERT, WARNING) if s in counts.index)
     rows = [[f"{d:%Y-%m-%d}", f'<span class="{_e(s)}">{_e(s)}</span>', _e(r), _e(p or "corpus"), _e(m), _e(msg)]
-            for d, s, r, p, m, msg in zip(alerts[views.RUN_DATE], alerts[views.SEVERITY], alerts[views.RULE],
-                                          alerts[views.PIPELINE].fillna(""), alerts[views.METRIC],
-                                          alerts[views.MESSAGE])]
+            for d, s, r, p, m, msg in zip(alerts[contract.RUN_DATE], alerts[contract.SEVERITY], alerts[contract.RULE],
+                                          alerts[contract.PIPELINE].fillna(""), alerts[contract.METRIC],
+                                          alerts[contract.MESSAGE])]
     return f"<p>{_e(lines)}.</p>" + _table(["date", "severity", "rule", "pipeline", "series", "message"], rows)
 
 
@@ -295,7 +300,7 @@ def _regressions_section(review: WeeklyReview) -> str:
     if table.empty:
         return f'<p class="note">No question\'s weekly {_e(label)} fell against {_e(review.previous)}.</p>'
     rows = [[_e(q), _e(p), _num(b), _num(a), f'<span class="worse">{c:+.3f}</span>']
-            for q, p, b, a, c in zip(table[views.QUESTION_ID], table[views.PIPELINE], table["previous"],
+            for q, p, b, a, c in zip(table[contract.QUESTION_ID], table[contract.PIPELINE], table["previous"],
                                      table["mean"], table["change"])]
     return _table(["question", "pipeline", f"{label} {review.previous}", f"{label} {review.week}", "change"], rows,
                   numeric={2, 3, 4})
@@ -310,7 +315,7 @@ def _corpus_section(review: WeeklyReview) -> str:
              ("failed feed fetches", f"{c.feeds_failed} ({c.degraded_runs} runs)")]
     out = '<div class="cards">' + "".join(f'<div class="card">{_e(k)}<b>{_e(v)}</b></div>' for k, v in cards) + "</div>"
     if len(review.events):
-        notes = zip(review.events[views.RUN_DATE], review.events[views.EVENTS])
+        notes = zip(review.events[contract.RUN_DATE], review.events[contract.EVENTS])
         out += "<p>Run notes:</p><ul>" + "".join(f"<li>{d:%Y-%m-%d}: {_e(e)}</li>" for d, e in notes) + "</ul>"
     return out
 
@@ -319,7 +324,7 @@ def _every_metric_section(review: WeeklyReview) -> str:
     table = review.every_metric
     rows = [[_e(p), _e(views.series_name(m, k)), _num(mean), _num(prev), _delta(ch, pct, better)]
             for p, k, m, mean, prev, ch, pct, better in zip(
-                table[views.PIPELINE], table[views.K], table[views.METRIC], table["mean"], table["previous"],
+                table[contract.PIPELINE], table[contract.K], table[contract.METRIC], table["mean"], table["previous"],
                 table["change"], table["change_pct"], table["better"])]
     return ("<details><summary>Every metric at every k</summary>"
             + _table(["pipeline", "series", review.week, review.previous, "change"], rows, numeric={2, 3, 4})

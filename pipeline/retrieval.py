@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import sys
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 RERANKER = "reranker"  # how messages name the cross-encoder
+_ABSENT = object()
 
 
 @dataclass(frozen=True)
@@ -57,19 +59,32 @@ def tokenize(text: str, stopwords: frozenset[str] = frozenset()) -> list[str]:
     return [w for w in words if w not in stopwords] if stopwords else words
 
 
-def _bm25s():
-    """bm25s, imported when a BM25 index is built or loaded (0.8 s, numba included), with the DEBUG level its
-    import gives its logger put back to WARNING."""
-    import bm25s
+def import_bm25s():
+    """bm25s, imported when a BM25 index is built or loaded (0.8 s, numba included), on its numpy top-k and with
+    the DEBUG level its import gives its logger put back to WARNING.
 
+    bm25s imports JAX at its own import whenever JAX is installed (and then runs an XLA top-k that logs a TPU
+    warning), to use it for the top-k of `retrieve`. Our scores come from `get_scores`, and JAX doubled a day's
+    run on machines that have it: JAX is hidden while bm25s loads, so bm25s finds it unavailable and any top-k it
+    computes is numpy's. A JAX that the process imported itself is put back untouched."""
+    if "bm25s" not in sys.modules:
+        before = sys.modules.get("jax", _ABSENT)
+        sys.modules["jax"] = None  # `import jax` raises ImportError, which bm25s takes as "not installed"
+        try:
+            import bm25s  # noqa: F401
+        finally:
+            if before is _ABSENT:
+                del sys.modules["jax"]
+            else:
+                sys.modules["jax"] = before
     logging.getLogger("bm25s").setLevel(logging.WARNING)
-    return bm25s
+    return sys.modules["bm25s"]
 
 
 def stopword_set(name: str) -> frozenset[str]:
     if name == "none":
         return frozenset()
-    _bm25s()
+    import_bm25s()
     from bm25s.stopwords import STOPWORDS_EN
 
     return frozenset(STOPWORDS_EN)
@@ -228,7 +243,7 @@ class Bm25Index:
     counts: TermCounts | None = None  # set when built from counts (what `pipeline.indexes` stores)
 
     def __init__(self, texts: Sequence[str], k1: float, b: float, method: str, stopwords: str) -> None:
-        bm25s = _bm25s()
+        bm25s = import_bm25s()
 
         self.stopwords = stopword_set(stopwords)
         self.n = len(texts)
@@ -248,7 +263,7 @@ class Bm25Index:
         Token ids follow the counts' vocabulary (bm25s's follow a set's order): a query's scores do not depend
         on them, being summed in the query's token order.
         """
-        import bm25s
+        bm25s = import_bm25s()
         from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
         from scipy import sparse
 
@@ -303,7 +318,7 @@ class Bm25Index:
 
     @classmethod
     def load(cls, folder: Path, n: int, stopwords: str) -> Bm25Index:
-        bm25s = _bm25s()
+        bm25s = import_bm25s()
 
         index = cls.__new__(cls)
         index.stopwords, index.n = stopword_set(stopwords), n

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy import special  # scipy.stats costs 1.5 s to import; norm's sf and isf are these
 
-from pipeline import store
+from pipeline import contract, store
 from pipeline.config import CRITICALITY, AlertsConfig
 from pipeline.metrics import MetricInfo, parse_series
 
@@ -159,13 +159,13 @@ def question_matrix(per_question: pd.DataFrame, key: SeriesKey, rows: pd.DataFra
     """Questions x run dates of one series' per-question values (from `rows`, the series' rows of
     per_question already selected, when given)."""
     if rows is None:
-        rows = per_question[(per_question[store.PIPELINE] == key.pipeline) & (per_question[store.K] == key.k)]
+        rows = per_question[(per_question[contract.PIPELINE] == key.pipeline) & (per_question[contract.K] == key.k)]
     if rows.empty:
         return Matrix(np.empty((0, 0)), ())
     # A pivot by hand (pandas' pivot_table costs most of a run's alert evaluation): questions and dates
     # sorted, the last row of a (question, date) winning, NaN where a question has no row.
-    questions, q = np.unique(rows[store.QUESTION_ID].to_numpy().astype(str), return_inverse=True)
-    dates, d = np.unique(store.as_days(rows[store.RUN_DATE]).to_numpy(), return_inverse=True)
+    questions, q = np.unique(rows[contract.QUESTION_ID].to_numpy().astype(str), return_inverse=True)
+    dates, d = np.unique(store.as_days(rows[contract.RUN_DATE]).to_numpy(), return_inverse=True)
     values = np.full((len(questions), len(dates)), np.nan)
     values[q, d] = rows[key.metric.column].to_numpy(dtype=float)
     return Matrix(values, tuple(pd.Timestamp(x) for x in dates))
@@ -222,7 +222,7 @@ def run_days(matrix: Matrix) -> list[pd.Timestamp]:
 
 def question_matrices(per_question: pd.DataFrame, keys: Sequence[SeriesKey]) -> dict[SeriesKey, Matrix]:
     """question_matrix of every key, splitting per_question by pipeline and k once."""
-    groups = {name: rows for name, rows in per_question.groupby([store.PIPELINE, store.K], sort=False)}
+    groups = {name: rows for name, rows in per_question.groupby([contract.PIPELINE, contract.K], sort=False)}
     empty = per_question.iloc[:0]
     return {key: question_matrix(per_question, key, groups.get((key.pipeline, key.k), empty)) for key in keys}
 
@@ -300,12 +300,12 @@ def bands(per_question: pd.DataFrame, key: SeriesKey, config: AlertsConfig, n_te
         drop = drop_contrast(matrix, day, config, key.metric.higher_is_better)
         slow = slow_contrast(matrix, day, config, key.metric.higher_is_better)
         rows.append({
-            store.RUN_DATE: day, store.PIPELINE: key.pipeline,
+            contract.RUN_DATE: day, contract.PIPELINE: key.pipeline,
             "baseline": drop.baseline if drop else math.nan,
             "edge": band_edge(drop, threshold, z) if drop else math.nan,
             "reference": slow.baseline if slow else math.nan,
             "ewma": slow.value if slow else math.nan,
             "reference_edge": band_edge(slow, threshold, z) if slow else math.nan,
         })
-    return pd.DataFrame(rows, columns=[store.RUN_DATE, store.PIPELINE, "baseline", "edge", "reference", "ewma",
+    return pd.DataFrame(rows, columns=[contract.RUN_DATE, contract.PIPELINE, "baseline", "edge", "reference", "ewma",
                                        "reference_edge"])

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from pipeline import store
+from pipeline import contract, store
 from pipeline.gold import GoldQuestion
 from pipeline.retrieval import Ranking
 
@@ -42,10 +42,10 @@ def gold_margin(ranking: Ranking, relevant: Sequence[str], k: int) -> float:
 def seen_before(history: pd.DataFrame, pipeline: str) -> dict[tuple[int, str], set[str]]:
     """Per (k, question) the documents in its top k on any stored run of `pipeline` (per_question.csv rows of
     earlier dates only)."""
-    rows = history[history[store.PIPELINE] == pipeline]
+    rows = history[history[contract.PIPELINE] == pipeline]
     seen: dict[tuple[int, str], set[str]] = {}
     # Each distinct (k, question, top k) once: on most days a question's top k is the one of the day before.
-    for k, qid, retrieved in set(zip(rows[store.K].tolist(), rows[store.QUESTION_ID], rows[store.RETRIEVED])):
+    for k, qid, retrieved in set(zip(rows[contract.K].tolist(), rows[contract.QUESTION_ID], rows[contract.RETRIEVED])):
         seen.setdefault((int(k), qid), set()).update(store.split_ids(retrieved))
     return seen
 
@@ -93,10 +93,10 @@ def signal_rows(day: str, pipeline: str, rankings: Sequence[Ranking], gold: Sequ
         with_new = float(sum(1 for n in news if n > 0)) if has_history else math.nan
         rows += [_row(day, pipeline, k, PER_RUN, GOLD_MARGIN, _mean(margins)),
                  _row(day, pipeline, k, PER_RUN, QUESTIONS_WITH_NEW, with_new)]
-    mine = history[(history[store.PIPELINE] == pipeline) & (history[store.K] == history[store.K].min())]
-    dates = sorted(mine[store.RUN_DATE].unique())[-window:]
-    reference = mine[mine[store.RUN_DATE].isin(dates)]
-    means = reference.groupby(store.QUESTION_ID)["top1_score"].mean().to_dict()
+    mine = history[(history[contract.PIPELINE] == pipeline) & (history[contract.K] == history[contract.K].min())]
+    dates = sorted(mine[contract.RUN_DATE].unique())[-window:]
+    reference = mine[mine[contract.RUN_DATE].isin(dates)]
+    means = reference.groupby(contract.QUESTION_ID)["top1_score"].mean().to_dict()
     shifts = []
     for q, r in zip(gold, rankings):
         shift = r.top1_score - means[q.id] if q.id in means else math.nan
@@ -129,9 +129,10 @@ def latest(signals: pd.DataFrame) -> pd.DataFrame:
     """The per-run signals of the latest run, one row per pipeline and k, a column per signal (for a table)."""
     if signals.empty:
         return pd.DataFrame()
-    last = signals[(signals[store.RUN_DATE] == signals[store.RUN_DATE].max())
-                   & (signals[store.QUESTION_ID].fillna(PER_RUN) == PER_RUN)]
-    table = last.pivot_table(index=[store.PIPELINE, store.K], columns="signal", values=store.VALUE, dropna=False)
+    last = signals[(signals[contract.RUN_DATE] == signals[contract.RUN_DATE].max())
+                   & (signals[contract.QUESTION_ID].fillna(PER_RUN) == PER_RUN)]
+    table = last.pivot_table(index=[contract.PIPELINE, contract.K], columns="signal", values=contract.VALUE,
+                             dropna=False)
     return table.reindex(columns=[s for s in SIGNALS if s in table.columns]).reset_index()
 
 

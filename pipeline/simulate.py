@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline import store
-from pipeline.alerts import ALERT, WARNING, condition_of
+from pipeline import contract, store
+from pipeline.alerts import condition_of
+from pipeline.contract import ALERT, WARNING
 from pipeline.config import Config, ExportConfig, load_config
 from pipeline.corpus import CORPUS_FILE, Corpus
 from pipeline.demo import DEMO_CONFIG, LOCAL_TZ, pack_articles
@@ -112,7 +113,7 @@ def _read_lock(data_dir: Path):
 
 def _check_out(source: Path, sandbox: Path) -> None:
     """Refuse a sandbox inside (or holding) the source, or a folder that is neither empty nor an earlier sandbox."""
-    if not (source / store.RUNS).exists() or not (source / CORPUS_FILE).exists():
+    if not (source / contract.RUNS).exists() or not (source / CORPUS_FILE).exists():
         raise SimulationError(f"{source}: no history to simulate on (no runs.csv / corpus.sqlite)")
     if sandbox == source or source in sandbox.parents or sandbox in source.parents:
         raise SimulationError(f"--out {sandbox} must be outside the source directory {source}")
@@ -127,7 +128,7 @@ def prepare_sandbox(source: Path, sandbox: Path, scenario: Scenario) -> None:
     discard_sandbox(sandbox)
     sandbox.mkdir(parents=True, exist_ok=True)
     with _read_lock(source):
-        for name in (*store.SCHEMAS, store.REFERENCE_FILE):  # the drift reference too, or it would reset
+        for name in (*contract.SCHEMAS, store.REFERENCE_FILE):  # the drift reference too, or it would reset
             if (source / name).exists():
                 shutil.copyfile(source / name, sandbox / name)
         # immutable=1: read without creating -wal/-shm files, so the source stays byte-identical
@@ -277,7 +278,7 @@ def metric_names(data_dir: Path) -> list[str]:
 def check_metric(data_dir: Path, metric: str) -> None:
     names = metric_names(data_dir)
     if metric not in names:
-        raise SimulationError(f"--metric {metric!r} is not in {Path(data_dir) / store.METRICS} "
+        raise SimulationError(f"--metric {metric!r} is not in {Path(data_dir) / contract.METRICS} "
                               f"(valid: {', '.join(names) or 'none'})")
 
 
@@ -309,17 +310,17 @@ def fired_only_in_sandbox(original: pd.DataFrame, simulated: pd.DataFrame, start
     the order they did), first (its first date in the sandbox), severity (the most severe) and runs (dates it
     fired on); earliest first."""
     def from_start(frame: pd.DataFrame) -> pd.DataFrame:
-        rows = frame[frame[store.RUN_DATE].dt.date >= start]
+        rows = frame[frame[contract.RUN_DATE].dt.date >= start]
         return rows.assign(_condition=[condition_of(r, p, m) for r, p, m in
                                        zip(rows["rule"], rows["pipeline"].fillna(""), rows["metric"])])
 
     before = set(from_start(original)["_condition"])
     fired = from_start(simulated)
-    fired = fired[~fired["_condition"].isin(before)].sort_values(store.RUN_DATE, kind="stable")
+    fired = fired[~fired["_condition"].isin(before)].sort_values(contract.RUN_DATE, kind="stable")
     rows = [{"rule": condition[0], "pipeline": condition[1], "series": ", ".join(dict.fromkeys(group["metric"])),
-             "first": group[store.RUN_DATE].min().date(),
+             "first": group[contract.RUN_DATE].min().date(),
              "severity": max(group["severity"], key=lambda s: _RANK.get(s, 0)),
-             "runs": group[store.RUN_DATE].nunique()}
+             "runs": group[contract.RUN_DATE].nunique()}
             for condition, group in fired.groupby("_condition", sort=False)]
     out = pd.DataFrame(rows, columns=list(FIRED_COLUMNS))
     return out.sort_values(["first", "rule", "pipeline"], kind="stable").reset_index(drop=True)
@@ -327,4 +328,4 @@ def fired_only_in_sandbox(original: pd.DataFrame, simulated: pd.DataFrame, start
 
 def caught(source: Path, sandbox: Path, start: date) -> pd.DataFrame:
     """`fired_only_in_sandbox` for the alerts.csv of a source and its sandbox."""
-    return fired_only_in_sandbox(store.read(source, store.ALERTS), store.read(sandbox, store.ALERTS), start)
+    return fired_only_in_sandbox(store.read(source, contract.ALERTS), store.read(sandbox, contract.ALERTS), start)

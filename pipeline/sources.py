@@ -29,7 +29,7 @@ from typing import Any
 
 from pipeline import netio
 from pipeline.config import DEFAULT_USER_AGENT
-from pipeline.store import MAX_ID_LENGTH
+from pipeline.contract import MAX_ID_LENGTH
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""The CSV time-series store: schemas, atomic per-date writes, the run lock and typed readers."""
+"""The CSV time-series store: atomic per-date writes of the files `pipeline.contract` defines, the run lock, the seal
+and typed readers."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import logging
 import os
 import re
+import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date, datetime, timezone
@@ -18,94 +20,15 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline import memo
+from pipeline.contract import (AGREEMENT, ALERTS, ANSWERS_DIR, DRIFT, GENERATION, INT_COLUMNS, METRICS, PER_ANSWER,
+                               PER_QUESTION, RUN_DATE, RUNS, SCHEMAS, SIGNALS, TARGETS, TEXT_COLUMNS)
 from pipeline.errors import DriftwatchError
 
 log = logging.getLogger(__name__)
 
-RUNS = "runs.csv"
-METRICS = "metrics.csv"
-PER_QUESTION = "per_question.csv"
-DRIFT = "drift.csv"
-ALERTS = "alerts.csv"
-SIGNALS = "signals.csv"
-TARGETS = "targets.csv"
-GENERATION = "generation.csv"  # the answer layer (pipeline/answers.py): per run and metric
-PER_ANSWER = "per_answer.csv"  # per answered question
-AGREEMENT = "agreement.csv"  # judge or heuristic against human labels
-ANSWERS_DIR = "answers"  # answers/YYYY-MM-DD.jsonl: the full answer records (text, contexts, claims)
+QUARANTINE_DIR = "quarantine"  # rows recover cannot account for, moved out of the CSVs (see `quarantine_orphans`)
 LOCK_FILE = "driftwatch.lock"
-# Longest document or question id accepted (characters): ids land in every CSV row and in messages.
-MAX_ID_LENGTH = 512
 REFERENCE_FILE = "reference.json"  # the pinned reference date of the drift statistics
-
-# Column names that readers select on (the tuples below are the files' full contracts).
-RUN_DATE = "run_date"
-PIPELINE, K, METRIC, VALUE = "pipeline", "k", "metric", "value"
-QUESTION_ID, FIRST_RANK, RETRIEVED = "question_id", "first_relevant_rank", "retrieved"
-STATISTIC, REFERENCE_DATE = "statistic", "reference_date"
-RULE, SEVERITY, MESSAGE = "rule", "severity", "message"
-EVENTS, DOCS_TOTAL = "events", "docs_total"
-
-RUNS_COLUMNS = (
-    "run_date", "run_id", "started_at", "finished_at", "status", "feeds_ok", "feeds_failed",
-    "docs_new", "docs_updated", "docs_deleted", "docs_total", "chunks_total", "chunks_embedded",
-    "seconds", "model", "config_hash", "events",
-)
-METRICS_COLUMNS = ("run_date", "pipeline", "k", "metric", "value", "n_questions")
-PER_QUESTION_COLUMNS = (
-    "run_date", "pipeline", "k", "question_id", "hit", "recall", "precision", "rr", "ndcg",
-    "unjudged", "first_relevant_rank", "top1_score", "retrieved", "gold_missing",
-)
-DRIFT_COLUMNS = ("run_date", "statistic", "value", "reference_date", "n_reference", "n_current",
-                 "reference_start", "current_start", "p_value", "null_value", "threshold", "verdict", "detail")
-ALERTS_COLUMNS = (
-    "run_date", "rule", "pipeline", "metric", "value", "baseline", "change_pct", "threshold",
-    "severity", "message", "since", "p_value",
-)
-# The label-free early warnings (pipeline/signals.py); question_id is empty on a per-run row.
-SIGNALS_COLUMNS = ("run_date", "pipeline", "k", "question_id", "signal", "value")
-# One row per configured target and run: ok, or failed and why (a failed target has no metric rows that day).
-TARGETS_COLUMNS = ("run_date", "target", "kind", "status", "n_questions", "seconds", "message")
-
-# The answer layer (see pipeline/answers.py and docs/answers.md).
-GENERATION_COLUMNS = ("run_date", "pipeline", "source", "metric", "value", "n", "undetermined")
-PER_ANSWER_COLUMNS = (
-    "run_date", "pipeline", "question_id", "gold_in_context", "faithfulness", "faithfulness_state", "n_claims",
-    "n_supported", "n_contradicted", "answer_relevance", "reverse_relevance", "noncommittal", "k_precision",
-    "unsupported", "citations_invalid", "citation_missing", "refusal", "qa_cosine", "layer",
-)
-AGREEMENT_COLUMNS = ("run_date", "metric", "judge", "level", "n", "agreement", "kappa", "tpr", "fpr", "tp", "fp",
-                     "fn", "tn", "trusted", "labels_file")
-
-SCHEMAS: dict[str, tuple[str, ...]] = {
-    RUNS: RUNS_COLUMNS,
-    METRICS: METRICS_COLUMNS,
-    PER_QUESTION: PER_QUESTION_COLUMNS,
-    DRIFT: DRIFT_COLUMNS,
-    ALERTS: ALERTS_COLUMNS,
-    SIGNALS: SIGNALS_COLUMNS,
-    TARGETS: TARGETS_COLUMNS,
-    GENERATION: GENERATION_COLUMNS,
-    PER_ANSWER: PER_ANSWER_COLUMNS,
-    AGREEMENT: AGREEMENT_COLUMNS,
-}
-
-# Column types for the readers; columns not listed are numbers (float) or, for the text ones below, str.
-_TEXT = {"run_id", "started_at", "finished_at", "status", "model", "config_hash", "events", "pipeline",
-         "metric", "question_id", "retrieved", "statistic", "reference_date", "rule", "severity", "message",
-         "reference_start", "current_start", "verdict", "detail", "since", "signal", "target", "kind",
-         "source", "faithfulness_state", "unsupported", "citations_invalid", "layer", "judge", "level", "labels_file"}
-_INT = {"feeds_ok", "feeds_failed", "docs_new", "docs_updated", "docs_deleted", "docs_total",
-        "chunks_total", "chunks_embedded", "k", "n_questions", "first_relevant_rank", "gold_missing",
-        "n_reference", "n_current"}
-
-# Run status values written to runs.csv.
-STATUS_OK = "ok"
-STATUS_DEGRADED = "degraded"  # some feeds failed
-STATUS_NO_FEEDS = "no_feeds"  # every feed failed: evaluated on the corpus as it was
-# Target status values written to targets.csv.
-TARGET_OK = "ok"
-TARGET_FAILED = "failed"
 
 
 class StoreSchemaError(DriftwatchError):
@@ -146,7 +69,7 @@ _BLOCK = 1 << 20  # bytes read at a time when scanning a file
 _BOM = b"\xef\xbb\xbf"
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TEMPORARY = re.compile(r"\..+\.(?P<pid>\d+)\.tmp")  # what `atomic_write` leaves when killed
-# The files whose rows belong to a run: a date they hold without a runs.csv row is an interrupted run.
+# The files whose rows belong to a run: a date they hold without a runs.csv row is one no finished run wrote.
 RUN_PARTS = (PER_QUESTION, METRICS, DRIFT, ALERTS, SIGNALS, TARGETS, GENERATION, PER_ANSWER, AGREEMENT)
 
 
@@ -192,16 +115,18 @@ def _truncated(path: Path, offset: int) -> StoreSchemaError:
                             "with a complete row): restore the file or delete its partial last line")
 
 
-def _last_row_offset(path: Path) -> int:
-    """Where the file's last CSV row starts (0: the header is the only row), from one pass over its bytes.
+def _last_row_offset(path: Path, start: int = 0) -> int:
+    """Where the file's last CSV row starts (0: the header is the only row), from one pass over its bytes (from
+    `start`, where a row starts, when the bytes before it are known to be whole rows).
 
     A newline ends a row only outside quotes, that is after an even number of '"' (a quote inside a quoted
     field is doubled), so no field content (newlines, commas, multi-byte text, any length) can fool it.
     A file cut short (no final newline, or an open quoted field) is refused.
     """
-    quoted, offset = False, 0
-    ends = [0, 0]  # offsets just after the last two row-ending newlines
+    quoted, offset = False, start
+    ends = [start, start]  # offsets just after the last two row-ending newlines
     with _open_bytes(path) as f:
+        f.seek(start)
         while block := f.read(_BLOCK):
             position = offset
             for piece in block.split(b'"'):
@@ -281,35 +206,49 @@ def _last_run_date(path: Path) -> str | None:
     return None if offset == 0 else _parse_row(path, offset)[0]
 
 
-def check_file(path: Path) -> None:
+def check_file(path: Path) -> str:
     """Stream one CSV of the store: UTF-8 without BOM, the contract's header, then rows of the contract's
-    width sorted by a YYYY-MM-DD run_date, ending with a newline. Raises StoreSchemaError naming file:line."""
+    width sorted by a YYYY-MM-DD run_date, ending with a newline. Returns the last row's run_date ("" when it has
+    no row); raises StoreSchemaError naming file:line."""
     path = Path(path)
     if _size(path) == 0:
-        return
+        return ""
     _check_edges(path)
+    with _open_bytes(path) as f:
+        header_end = len(f.readline())
+    return _check_rows(path, header_end, "")
+
+
+def _check_rows(path: Path, start: int, previous: str) -> str:
+    """`check_file`'s rules for the rows from byte `start` (where a row starts) to the end, their dates not before
+    `previous` (the run_date of the row before them); returns the last run_date."""
     width = len(SCHEMAS[path.name])
-    previous = ""
+
+    def line() -> int:  # the line of the row read last, counted only for a message
+        return _line_at(path, start) - 1 + reader.line_num
+
+    raw = _open_bytes(path)
+    raw.seek(start)
     try:
-        with io.TextIOWrapper(_open_bytes(path), encoding="utf-8", newline="") as f:
+        with io.TextIOWrapper(raw, encoding="utf-8", newline="") as f:
             reader = csv.reader(f, strict=True)
-            next(reader)
             for row in reader:
                 if len(row) != width:
-                    raise StoreSchemaError(f"{path}:{reader.line_num}: {len(row)} fields, the contract has {width}")
+                    raise StoreSchemaError(f"{path}:{line()}: {len(row)} fields, the contract has {width}")
                 if row[0] == previous:  # most rows: a date checked on its first row
                     continue
                 if not _is_date(row[0]):
-                    raise StoreSchemaError(f"{path}:{reader.line_num}: run_date {row[0]!r} is not a date (YYYY-MM-DD)")
+                    raise StoreSchemaError(f"{path}:{line()}: run_date {row[0]!r} is not a date (YYYY-MM-DD)")
                 if row[0] < previous:
-                    raise StoreSchemaError(f"{path}:{reader.line_num}: run_date {row[0]!r} after {previous!r}: "
+                    raise StoreSchemaError(f"{path}:{line()}: run_date {row[0]!r} after {previous!r}: "
                                            "rows must be sorted by run_date")
                 previous = row[0]
     except UnicodeDecodeError as exc:
         raise StoreSchemaError(f"{path}:{_bad_utf8_line(path)}: not UTF-8 text ({exc.reason})") from None
     except csv.Error as exc:
-        raise StoreSchemaError(f"{path}:{reader.line_num}: not valid CSV ({exc})") from None
-    _last_row_offset(path)  # a row cut inside its last field can still have the right width
+        raise StoreSchemaError(f"{path}:{line()}: not valid CSV ({exc})") from None
+    _last_row_offset(path, start)  # a row cut inside its last field can still have the right width
+    return previous
 
 
 def _bad_utf8_line(path: Path) -> int:
@@ -332,7 +271,7 @@ def validate(data_dir: Path) -> None:
     sealed = _sealed(data_dir) or {}
     for name in SCHEMAS:
         path = data_dir / name
-        if path.exists() and (name not in sealed or _digest(path) != sealed[name]):  # as sealed: checked then
+        if path.exists() and (name not in sealed or _digest(path) != sealed[name]["sha256"]):  # as sealed: checked
             check_file(path)
     read_reference(data_dir)
 
@@ -386,8 +325,12 @@ def replace_date(data_dir: Path, name: str, run_date: date | str, rows: pd.DataF
     day = str(run_date)
     path = Path(data_dir) / name
     path.parent.mkdir(parents=True, exist_ok=True)
+    _put(path, day, _body(name, day, rows))
+
+
+def _put(path: Path, day: str, body: bytes) -> None:
+    """Make `body` (CSV lines of run date `day`, or nothing) the file's rows of `day`, as `replace_date` says."""
     _roll_back(path)  # an append a killed writer left unfinished
-    body = _body(name, day, rows)
     if path.exists() and path.stat().st_size > 0:
         _check_edges(path)
         last = _last_run_date(path)
@@ -399,7 +342,7 @@ def replace_date(data_dir: Path, name: str, run_date: date | str, rows: pd.DataF
         start, end = _date_span(old, day)
         atomic_write(path, lambda f: (f.write(old[:start]), f.write(body), f.write(old[end:])))
         return
-    header = (",".join(SCHEMAS[name]) + "\n").encode()
+    header = (",".join(SCHEMAS[path.name]) + "\n").encode()
     atomic_write(path, lambda f: (f.write(header), f.write(body)))
 
 
@@ -507,17 +450,6 @@ def write_table(data_dir: Path, name: str, rows: pd.DataFrame | Sequence[dict]) 
     atomic_write(path, lambda f: f.write(body))
 
 
-def _read_raw(path: Path) -> pd.DataFrame:
-    """The file as strings, exactly as stored (so a rewrite does not reformat numbers)."""
-    with _open_bytes(path) as f:
-        return pd.read_csv(f, dtype=str, keep_default_na=False, na_filter=False)
-
-
-def _rewrite(path: Path, raw: pd.DataFrame) -> None:
-    """Replace the file with `raw` (strings as `_read_raw` gives them), atomically."""
-    atomic_write(path, lambda f: f.write(raw.to_csv(index=False, lineterminator="\n").encode()))
-
-
 def read(data_dir: Path, name: str) -> pd.DataFrame:
     """A typed frame of one CSV; an absent file gives an empty frame with the contract's columns."""
     path = Path(data_dir) / name
@@ -536,15 +468,15 @@ def _parse(f: io.BufferedIOBase, name: str, header: bool = True) -> pd.DataFrame
     """The typed frame of CSV text of file `name` (`header`: its first line is the header, else rows only)."""
     columns = SCHEMAS[name]
     frame = pd.read_csv(f, header=0 if header else None, names=None if header else list(columns),
-                        dtype={c: str for c in columns if c in _TEXT or c == RUN_DATE}, keep_default_na=False,
-                        na_values={c: ["", "nan", "NaN"] for c in columns if c not in _TEXT})
+                        dtype={c: str for c in columns if c in TEXT_COLUMNS or c == RUN_DATE}, keep_default_na=False,
+                        na_values={c: ["", "nan", "NaN"] for c in columns if c not in TEXT_COLUMNS})
     frame[RUN_DATE] = pd.to_datetime(frame[RUN_DATE], format="%Y-%m-%d")
     for c in columns:
         if c == RUN_DATE:
             continue
-        if c in _INT:
+        if c in INT_COLUMNS:
             frame[c] = pd.to_numeric(frame[c], errors="coerce").astype("Int64")
-        elif c not in _TEXT:
+        elif c not in TEXT_COLUMNS:
             frame[c] = pd.to_numeric(frame[c], errors="coerce").astype("float64")
     return frame
 
@@ -561,7 +493,7 @@ def as_days(column: pd.Series) -> pd.Series:
 def _dtype(column: str) -> str:
     if column == RUN_DATE:
         return "datetime64[ns]"
-    return "object" if column in _TEXT else ("Int64" if column in _INT else "float64")
+    return "object" if column in TEXT_COLUMNS else ("Int64" if column in INT_COLUMNS else "float64")
 
 
 def read_runs(data_dir: Path) -> pd.DataFrame:
@@ -603,8 +535,9 @@ def _alive(pid: int) -> bool:
 
 
 def remove_stale_temporaries(data_dir: Path) -> list[Path]:
-    """Delete the temporary files of writers that were killed (their process is gone); returns them."""
-    stale = [p for p in Path(data_dir).glob(".*.tmp")
+    """Delete the temporary files of writers that were killed (their process is gone), in the data directory and
+    its quarantine; returns them."""
+    stale = [p for folder in (Path(data_dir), Path(data_dir) / QUARANTINE_DIR) for p in folder.glob(".*.tmp")
              if (m := _TEMPORARY.fullmatch(p.name)) and not _alive(int(m["pid"]))]
     for path in stale:
         path.unlink(missing_ok=True)
@@ -627,70 +560,253 @@ def _dates(path: Path) -> set[str]:
     return dates
 
 
-def drop_incomplete_dates(data_dir: Path) -> dict[str, list[str]]:
-    """Drop the rows of the date that has no runs.csv row (a run killed before its last write: a runs.csv row
-    means the date is complete); returns the dates dropped per file, each logged as a warning. Several such
-    dates mean runs.csv itself lost rows: StoreSchemaError, nothing deleted."""
+def _count_rows(data: bytes) -> int:
+    """The CSV rows in `data` (whole rows, no header)."""
+    rows, start = 0, 0
+    while start < len(data):
+        start, rows = _row_end(data, start), rows + 1
+    return rows
+
+
+def quarantine_orphans(data_dir: Path) -> list[str]:
+    """Move the rows of every date that has no runs.csv row out of the files of RUN_PARTS, into
+    quarantine/<file>.<UTC time>.csv beside them (the header, then the rows byte for byte), and return a note per
+    file, each logged as a warning. Called when no run journal accounts for them: a hand edit (a runs.csv row
+    deleted, rows added for a date no run made), which recover cannot prove incomplete, so it never drops them.
+    The copy is synced before the rows leave the file: a kill in between leaves them in both, never in neither."""
     data_dir = Path(data_dir)
     complete = _dates(data_dir / RUNS)
-    dropped: dict[str, list[str]] = {}
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    notes = []
     for name in RUN_PARTS:
         path = data_dir / name
         orphans = sorted(_dates(path) - complete)
         if not orphans:
             continue
-        if len(orphans) > 1:  # a killed run leaves one date; more means runs.csv lost rows: never delete history
-            raise StoreSchemaError(
-                f"{path}: {len(orphans)} dates ({orphans[0]} .. {orphans[-1]}) have rows but no {RUNS} row; a "
-                f"killed run leaves at most one, so {data_dir / RUNS} has lost rows: restore it, then run again")
-        raw = _read_raw(path)
-        _rewrite(path, raw[~raw[RUN_DATE].isin(orphans)])
-        log.warning("%s: dropped the rows of %s: no %s row (the run was interrupted); re-run those dates",
-                    path, ", ".join(orphans), RUNS)
-        dropped[name] = orphans
-    return dropped
+        with _open_bytes(path) as f:
+            data = f.read()
+        spans = [_date_span(data, day) for day in orphans]  # in file order: the rows are sorted by date
+        moved = b"".join(data[a:b] for a, b in spans)
+        kept = b"".join(data[a:b] for a, b in zip([0] + [b for _, b in spans], [a for a, _ in spans] + [len(data)]))
+        folder = data_dir / QUARANTINE_DIR
+        folder.mkdir(exist_ok=True)
+        target = folder / f"{path.stem}.{stamp}.csv"
+        for n in range(2, 1000):  # a name no earlier quarantine holds (two recovers within a second)
+            if not target.exists():
+                break
+            target = folder / f"{path.stem}.{stamp}-{n}.csv"
+        copy = data[:_row_end(data, 0)] + moved  # the header, then the rows
+        atomic_write(target, lambda f, rows=copy: f.write(rows))
+        atomic_write(path, lambda f, rows=kept: f.write(rows))
+        note = (f"{name}: {_count_rows(moved)} rows of {', '.join(orphans)} (no {RUNS} row, no run journal) moved to "
+                f"{QUARANTINE_DIR}/{target.name}")
+        log.warning("%s: %s; put them back with their runs.csv rows, or re-run those dates", data_dir, note)
+        notes.append(note)
+    return notes
 
 
-def recover(data_dir: Path) -> None:
-    """What a run does first, holding the lock: clear what killed runs left (temporaries, unfinished appends,
-    incomplete dates). A store whose files are all as the last finished run sealed them has no incomplete date."""
+def recover(data_dir: Path) -> list[str]:
+    """What a run does first, holding the lock: clear what killed runs left (temporaries, unfinished appends, the
+    writes of a run that did not finish, which its journal rolls back) and move to quarantine the rows of dates
+    without a runs.csv row (`quarantine_orphans`). A store whose files are all as the last finished run sealed them
+    has no such date. Returns a note per thing done, for the run's events."""
+    data_dir = Path(data_dir)
     remove_stale_temporaries(data_dir)
     roll_back_appends(data_dir)
+    notes = [note] if (note := _roll_back_run(data_dir)) else []
+    (data_dir / _JOURNAL_ANSWERS).unlink(missing_ok=True)  # the copy of a journal that was never written
     sealed = _sealed(data_dir)
-    if sealed is None or _digests(data_dir) != sealed:
-        drop_incomplete_dates(data_dir)
+    if sealed is None or not _as_sealed(data_dir, sealed):
+        notes += quarantine_orphans(data_dir)
+    return notes
+
+
+# --- the run journal: a run's writes, all or nothing ----------------------------------------------------------
+
+RUN_JOURNAL = ".run-journal.json"  # the date a run is writing and that date's rows before it (see `run_journal`)
+_JOURNAL_ANSWERS = ".run-journal.answers.jsonl"  # the date's answers file before the run (a hard link)
+_JOURNAL_FORMAT = 1
+
+
+@contextmanager
+def run_journal(data_dir: Path, run_date: date | str) -> Iterator[list[str]]:
+    """One run's writes of `run_date`, all or nothing. On entry (holding the run lock): `recover`, whose notes
+    are yielded for the run's events; then the journal, written and synced before the run's first write: the
+    date, and each CSV's rows of that date as they are (none for a new date: after recover only a date with a
+    runs.csv row has rows), with the date's answers file kept as a hard link. On a normal exit the store is sealed
+    (`seal`, which checks what the run wrote), then the journal is removed. An exception rolls the date back at
+    once; a killed run leaves the journal, and the next run's `recover` rolls back: every file then holds the
+    date's rows as before the run."""
+    data_dir = Path(data_dir)
+    notes = recover(data_dir)
+    _begin_run(data_dir, str(run_date))
+    try:
+        yield notes
+        seal(data_dir)
+    except BaseException:
+        try:
+            _roll_back_run(data_dir)
+        except Exception:  # the journal stays: the next run's recover rolls back
+            log.exception("%s: could not roll back the run of %s; the next run will", data_dir, run_date)
+        raise
+    (data_dir / RUN_JOURNAL).unlink()
+    _fsync_dir(data_dir)
+    (data_dir / _JOURNAL_ANSWERS).unlink(missing_ok=True)
+
+
+def _records(data_dir: Path, day: str) -> Path:
+    """The date's answers file (pipeline/answers.py writes it, atomically)."""
+    return data_dir / ANSWERS_DIR / f"{day}.jsonl"
+
+
+def _begin_run(data_dir: Path, day: str) -> None:
+    """Write the journal of a run of `day` (see `run_journal`), after keeping the date's answers file beside it."""
+    records, backup = _records(data_dir, day), data_dir / _JOURNAL_ANSWERS
+    answers = records.exists()
+    if answers:  # before the journal, so that a journal always has its copy
+        backup.unlink(missing_ok=True)
+        try:
+            os.link(records, backup)  # the answers file is replaced by a rename: the link keeps the old one
+        except OSError:  # a file system without hard links
+            shutil.copyfile(records, backup)
+    stored = day in _dates(data_dir / RUNS)
+    files = {}
+    for name in (*RUN_PARTS, RUNS):
+        path = data_dir / name
+        if not path.exists():
+            files[name] = None
+        elif not stored:
+            files[name] = ""
+        else:
+            with _open_bytes(path) as f:
+                data = f.read()
+            start, end = _date_span(data, day)
+            files[name] = data[start:end].decode("utf-8", "surrogateescape")  # any bytes, back as they were
+    body = json.dumps({"format": _JOURNAL_FORMAT, "run_date": day, "files": files, "answers": answers}).encode()
+    atomic_write(data_dir / RUN_JOURNAL, lambda f: f.write(body))
+
+
+def _read_journal(path: Path) -> tuple[str, dict[str, str | None], bool]:
+    """The run date, each file's old rows (None: the file did not exist) and whether an answers file existed."""
+    why = ""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        value, why = None, str(exc)
+    ok = (isinstance(value, dict) and value.get("format") == _JOURNAL_FORMAT
+          and isinstance(value.get("run_date"), str) and _is_date(value["run_date"])
+          and isinstance(value.get("files"), dict) and isinstance(value.get("answers"), bool)
+          and all(name in SCHEMAS and (rows is None or isinstance(rows, str)) for name, rows in value["files"].items()))
+    if not ok:
+        raise StoreSchemaError(
+            f"{path}: not a driftwatch run journal{f' ({why})' if why else ''}. It holds the rows a run that did not "
+            "finish replaced, to put them back: restore it from a backup, or delete it to keep what that run wrote")
+    return value["run_date"], value["files"], value["answers"]
+
+
+def _roll_back_run(data_dir: Path) -> str | None:
+    """Put back what the journal of a run that did not finish holds, then remove the journal; a note of it, or None
+    when there is no journal. Each step puts the old bytes back whatever the file holds, so a roll back that is
+    itself killed is done again by the next recover."""
+    path = data_dir / RUN_JOURNAL
+    if not path.exists():
+        return None
+    day, files, answers = _read_journal(path)
+    for name, rows in files.items():
+        target = data_dir / name
+        if rows is None:  # the run made the file
+            target.unlink(missing_ok=True)
+        elif target.exists():
+            _put(target, day, rows.encode("utf-8", "surrogateescape"))
+    records, backup = _records(data_dir, day), data_dir / _JOURNAL_ANSWERS
+    if not answers:
+        records.unlink(missing_ok=True)
+    elif backup.exists():  # (else an earlier roll back already put it back)
+        os.replace(backup, records)
+    path.unlink()
+    _fsync_dir(data_dir)
+    note = f"{day}: rolled back a run that did not finish (every file holds its rows of {day} as before it)"
+    log.warning("%s: %s", data_dir, note)
+    return note
 
 
 # --- the seal: the store as the last finished run left it ----------------------------------------------------
 
-SEAL = "store"  # the memo (pipeline/memo.py) of each CSV's digest as the last finished run left it
+SEAL = "store"  # the memo (pipeline/memo.py) of each CSV's digest, size and last date as the last finished run left it
+
+
+def _fingerprint(path: Path, prefix: int | None = None) -> tuple[str, str | None]:
+    """The SHA-256 of the file's committed bytes (an append in progress is not yet the file's) and, in the same
+    read, of its first `prefix` bytes (None when it is shorter or `prefix` is None)."""
+    whole, head, done = hashlib.sha256(), None, 0
+    with _open_bytes(path) as f:
+        while block := f.read(_BLOCK):
+            cut = prefix - done if prefix is not None and head is None and done + len(block) >= prefix else None
+            if cut is None:
+                whole.update(block)
+            else:
+                whole.update(block[:cut])
+                head = whole.hexdigest()
+                whole.update(block[cut:])
+            done += len(block)
+    return whole.hexdigest(), head
 
 
 def _digest(path: Path) -> str:
-    with _open_bytes(path) as f:  # the committed bytes (an append in progress is not yet the file's)
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    return _fingerprint(path)[0]
 
 
-def _digests(data_dir: Path) -> dict[str, str]:
-    return {name: _digest(Path(data_dir) / name) for name in SCHEMAS if (Path(data_dir) / name).exists()}
+def _as_sealed(data_dir: Path, sealed: dict[str, dict]) -> bool:
+    """Every CSV byte for byte as sealed (and no other)."""
+    present = {name for name in SCHEMAS if (Path(data_dir) / name).exists()}
+    return present == set(sealed) and all(_digest(Path(data_dir) / name) == sealed[name]["sha256"] for name in present)
 
 
-def _sealed(data_dir: Path) -> dict[str, str] | None:
-    """Each CSV's digest when the last run that finished sealed the store, or None (no seal, memo off)."""
+def _is_seal_entry(entry: object) -> bool:
+    return (isinstance(entry, dict) and isinstance(entry.get("sha256"), str) and isinstance(entry.get("last"), str)
+            and isinstance(entry.get("size"), int) and entry["size"] >= 0)
+
+
+def _sealed(data_dir: Path) -> dict[str, dict] | None:
+    """Each CSV's seal (sha256, size, last run date) when the last run that finished sealed the store, or None (no
+    seal, the memo off, a seal of other code or not of this form)."""
     if not memo.enabled():
         return None
     kept = memo.load(data_dir, SEAL)
-    if kept is None or kept[0] != memo.key(kind=SEAL) or not isinstance(kept[1].get("files"), dict):
+    if kept is None or kept[0] != memo.key(kind=SEAL):
         return None
-    return kept[1]["files"]
+    files = kept[1].get("files")
+    if not isinstance(files, dict) or not all(name in SCHEMAS and _is_seal_entry(e) for name, e in files.items()):
+        return None
+    return files
+
+
+def _checked(path: Path, before: dict | None) -> dict:
+    """The seal of one file, checked: as sealed (`before`), nothing to check; grown from the sealed bytes (an
+    append: its first `before["size"]` bytes hash to the seal), only the new rows, after the sealed last date;
+    otherwise the whole file (`check_file`). Raises StoreSchemaError naming file:line."""
+    size = _size(path)
+    whole, head = _fingerprint(path, before["size"] if before else None)
+    if before is not None and whole == before["sha256"]:
+        return before
+    if before is not None and head == before["sha256"] and size > before["size"]:
+        last = _check_rows(path, before["size"], before["last"])
+    else:
+        last = check_file(path)
+    return {"sha256": whole, "size": size, "last": last}
 
 
 def seal(data_dir: Path) -> None:
-    """Note each CSV's digest: the store as a finished run leaves it, checked and complete. Until a file changes,
-    `validate` does not check it again and `recover` finds no incomplete date (what costs a no-op day most when the
-    history is long: reading every row)."""
-    if memo.enabled():
-        memo.save(data_dir, SEAL, memo.key(kind=SEAL), {"files": _digests(data_dir)})
+    """Check what changed since the last seal and note each CSV's digest, size and last date: the store as a
+    finished run leaves it, checked and complete. A file that fails its check raises StoreSchemaError (naming
+    file:line) and nothing is sealed. Until a file changes, `validate` does not check it again and `recover` finds
+    no date to move (what costs a no-op day most when the history is long: reading every row)."""
+    if not memo.enabled():
+        return
+    data_dir = Path(data_dir)
+    before = _sealed(data_dir) or {}
+    files = {name: _checked(data_dir / name, before.get(name)) for name in SCHEMAS if (data_dir / name).exists()}
+    memo.save(data_dir, SEAL, memo.key(kind=SEAL), {"files": files})
 
 
 @contextmanager

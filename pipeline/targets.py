@@ -22,10 +22,10 @@ from typing import Any
 
 from pipeline import jsonl, netio
 from pipeline.config import Config, ConfigError, TargetConfig, render_body, target_list
+from pipeline.contract import MAX_ID_LENGTH
 from pipeline.errors import DriftwatchError
 from pipeline.gold import GoldQuestion
 from pipeline.retrieval import Ranking
-from pipeline.store import MAX_ID_LENGTH
 
 BUILTIN, HTTP, PYTHON, RUNS = "builtin", "http", "python", "runs"
 DATE_FIELD = "{date}"  # in a runs target's path: the run date, YYYY-MM-DD

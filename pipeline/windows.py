@@ -13,7 +13,7 @@ from datetime import date, timedelta
 import numpy as np
 import pandas as pd
 
-from pipeline import drift, store
+from pipeline import contract, drift, store
 from pipeline.chunking import Chunk, chunk_documents, chunk_settings
 from pipeline.config import Config
 from pipeline.corpus import Corpus, StoredDocument
@@ -94,7 +94,7 @@ def _window_versions(config: Config, corpus: Corpus, run_date: date,
     end = pinned if pinned is not None and pinned <= current.start else current.start
     reference = Window(end - timedelta(days=d.reference_days), end)
     first, last = pd.Timestamp(reference.start + timedelta(days=1)), pd.Timestamp(reference.end)
-    ranges = [(a, b) for a, b in left_out(store.read(config.data_dir, store.DRIFT), run_date)
+    ranges = [(a, b) for a, b in left_out(store.read(config.data_dir, contract.DRIFT), run_date)
               if a <= last and b >= first]
     return Windows(reference, current, versions, ranges)
 
@@ -231,7 +231,7 @@ def _rows(run_date: date, verdicts: Sequence[drift.Verdict], reference: Window, 
 
 def _short(statistics: Sequence[str], why: str) -> list[drift.Verdict]:
     return [drift.Verdict(name, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, why,
-                          verdict=drift.NOT_ENOUGH_DATA) for name in statistics]
+                          verdict=contract.NOT_ENOUGH_DATA) for name in statistics]
 
 
 def drift_rows(config: Config, corpus: Corpus, embedder: Embedder, run_date: date,
@@ -315,7 +315,7 @@ def window_verdicts(config: Config, corpus: Corpus, embedder: Embedder, run_date
         rows = lambda side: side.vectors[side.held(evidently_rows(side.document_counts(), config))]  # noqa: E731
         picked = rows(reference), rows(current)
         evidently = [drift.Verdict(name, value, math.nan, math.nan, math.nan, math.nan, math.nan,
-                                   verdict=drift.CONTEXT)
+                                   verdict=contract.CONTEXT)
                      for name, value in drift.evidently_embedding_drift(
                          *picked, config.drift.seed, max(len(m) for m in picked)).rows()]
     keys = lambda versions: [(doc_id, h) for doc_id, h, _ in versions]  # noqa: E731
@@ -326,7 +326,7 @@ def window_verdicts(config: Config, corpus: Corpus, embedder: Embedder, run_date
 def drift_table(config: Config, corpus: Corpus, embedder: Embedder, run_date: date, found: WindowVerdicts,
                 top1: list[tuple[str, float]]) -> list[dict]:
     """drift.csv rows of a run from its corpus verdicts, the top-1 cosines and the query log."""
-    context = [drift.Verdict(name, value, math.nan, math.nan, math.nan, math.nan, math.nan, verdict=drift.CONTEXT)
+    context = [drift.Verdict(name, value, math.nan, math.nan, math.nan, math.nan, math.nan, verdict=contract.CONTEXT)
                for name, value in top1]
     rows = _rows(run_date, [*found.verdicts, *context, *found.evidently], found.reference, found.current,
                  found.n_reference, found.n_current)
@@ -343,5 +343,5 @@ def drift_table(config: Config, corpus: Corpus, embedder: Embedder, run_date: da
         query_current = Window(run_date - timedelta(days=config.drift.query_window_days), run_date)
         query_reference = Window(date.min, query_current.start)
         rows += _rows(run_date, query, query_reference, query_current, len(window.reference), len(window.current),
-                      drift.QUERY_PREFIX)
+                      contract.QUERY_PREFIX)
     return rows

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from statsmodels.stats.inter_rater import cohens_kappa as statsmodels_kappa
 
-from pipeline import answers, store
+from pipeline import answers, contract, store
 from pipeline.agreement import agreement, cohen_kappa
 from pipeline.alerts import answer_alerts
 from pipeline.answers import AnswerRecord, Context, Judgement, Claim
@@ -253,26 +253,26 @@ def test_a_run_with_logged_answers_writes_the_contract_files(e2e_config, embedde
     cfg = _logged_run(e2e_config, tmp_path, LOGGED, labels)
     day = date(2026, 11, 4)
     run_day(cfg, day, embedder=embedder)
-    per_answer = store.read(cfg.data_dir, store.PER_ANSWER).set_index("question_id")
+    per_answer = store.read(cfg.data_dir, contract.PER_ANSWER).set_index("question_id")
     assert list(per_answer.index) == ["q1", "q2", "q3", "q4"]
     assert per_answer.loc["q2", "unsupported"] == "720"
     assert list(per_answer["layer"]) == [answers.BOTH_FINE, answers.GENERATION_MISS, answers.RETRIEVAL_MISS,
                                          answers.GENERATION_MISS]
     assert list(per_answer["refusal"]) == [0, 0, 1, 1]
     assert (per_answer["faithfulness_state"] == answers.NOT_JUDGED).all()  # no endpoint: nothing judged, nothing 0
-    generation = store.read(cfg.data_dir, store.GENERATION).set_index("metric")
+    generation = store.read(cfg.data_dir, contract.GENERATION).set_index("metric")
     assert generation.loc["refusal_with_gold", "value"] == 1 / 4  # q4 refuses with its gold document present
     assert generation.loc["unsupported_facts", "value"] == 1 / 4
     assert generation.loc["generation_miss", "value"] == 2 / 4
     assert set(generation["source"]) == {answers.HEURISTIC}
-    agreement_rows = store.read(cfg.data_dir, store.AGREEMENT).set_index("metric")
+    agreement_rows = store.read(cfg.data_dir, contract.AGREEMENT).set_index("metric")
     assert agreement_rows.loc["refusal", "n"] == 3 and agreement_rows.loc["refusal", "kappa"] == 1.0
     assert agreement_rows.loc["faithfulness", "judge"] == "heuristic"
     records = answers.read_records(cfg.data_dir, day)
     assert records[1]["unsupported"] == ["720"] and records[1]["contexts"][0]["id"] == "e2e-tram"
     assert answers.record_dates(cfg.data_dir) == ["2026-11-04"]
     run_day(cfg, day, embedder=embedder)  # a re-run replaces the date's rows
-    assert len(store.read(cfg.data_dir, store.PER_ANSWER)) == 4
+    assert len(store.read(cfg.data_dir, contract.PER_ANSWER)) == 4
 
 
 def test_a_bad_logged_file_exits_2_naming_the_line_and_writes_nothing(e2e_config, tmp_path, capsys):

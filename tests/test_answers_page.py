@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from pipeline import answers, store, views
+from pipeline import answers, contract, store, views
 from pipeline.config import Config, GenerationConfig
 from pipeline.demo import LABELS_FILE, build_demo
 from pipeline.job import run_day
@@ -53,7 +53,7 @@ def pick(at: AppTest, day: str, question: str) -> AppTest:
 
 
 def test_the_demo_run_scored_the_bundled_answers_of_both_dates(answered):
-    per_answer = store.read(answered, store.PER_ANSWER)
+    per_answer = store.read(answered, contract.PER_ANSWER)
     assert per_answer.groupby("run_date").size().tolist() == [20, 20]
     assert answers.record_dates(answered) == [FIRST, AFTER_DRIFT]
 
@@ -61,7 +61,7 @@ def test_the_demo_run_scored_the_bundled_answers_of_both_dates(answered):
 def test_the_two_layers_are_drawn_from_the_csv_rows(answered, open_page):
     at = open_page(answered)
     assert [t.value for t in at.title] == ["Answers"]
-    metrics, per_answer = store.read(answered, store.METRICS), store.read(answered, store.PER_ANSWER)
+    metrics, per_answer = store.read(answered, contract.METRICS), store.read(answered, contract.PER_ANSWER)
     retrieval = traces(at, "answers_retrieval_chart")
     hit = metrics[(metrics["pipeline"] == "hybrid") & (metrics["k"] == 5) & (metrics["metric"] == "hit")]
     assert retrieval["hit@5 (hybrid)"] == ([FIRST, AFTER_DRIFT], pytest.approx(hit["value"].tolist()))
@@ -69,7 +69,7 @@ def test_the_two_layers_are_drawn_from_the_csv_rows(answered, open_page):
     assert retrieval["gold in the answers' context (logged)"][1] == pytest.approx(gold_share.tolist())
     # the bundle's plan: q04, q16, q25, q34, q35 missed on the later date; q16 and q25 on both
     assert gold_share.tolist() == pytest.approx([18 / 20, 15 / 20])
-    generation = store.read(answered, store.GENERATION)
+    generation = store.read(answered, contract.GENERATION)
     drawn = traces(at, "answers_generation_chart")
     for (source, metric), label in answers_views.GENERATION_SERIES.items():
         rows = generation[(generation["source"] == source) & (generation["metric"] == metric)].dropna(subset=["value"])
@@ -84,7 +84,7 @@ def test_attribution_and_counts_are_the_per_answer_rows_of_the_date(answered, op
     at = open_page(answered)
     assert at.selectbox(key="answers_date").value == date.fromisoformat(AFTER_DRIFT)  # the latest by default
     shown = table(at, "answers_attribution")
-    rows = store.read(answered, store.PER_ANSWER)
+    rows = store.read(answered, contract.PER_ANSWER)
     rows = rows[rows["run_date"] == AFTER_DRIFT].set_index("question_id")
     assert sorted(shown["question_id"]) == sorted(rows.index)
     for row in shown.itertuples(index=False):
@@ -119,7 +119,7 @@ def test_one_answer_shows_its_claims_by_verdict_its_flags_and_its_context(answer
 def test_the_agreement_table_is_the_latest_agreement_rows_with_a_note_when_not_trusted(answered, open_page):
     at = open_page(answered)
     shown = table(at, "answers_agreement")
-    rows = store.read(answered, store.AGREEMENT)
+    rows = store.read(answered, contract.AGREEMENT)
     rows = rows[rows["run_date"] == AFTER_DRIFT].sort_values(["metric", "judge", "level"])
     assert shown[["metric", "judge", "n", "tp", "fp", "fn", "tn"]].values.tolist() == \
         rows[["metric", "judge", "n", "tp", "fp", "fn", "tn"]].values.tolist()
@@ -142,9 +142,9 @@ def test_an_untrusted_judge_is_recorded_and_said_not_to_alert(answered, tmp_path
     judged = {"run_date": AFTER_DRIFT, "metric": "faithfulness", "judge": "small-judge", "level": "answer", "n": 17,
               "agreement": 0.6, "kappa": 0.31, "tpr": 0.5, "fpr": 0.2, "tp": 5, "fp": 2, "fn": 5, "tn": 5,
               "trusted": 0, "labels_file": str(LABELS_FILE)}
-    rows = store.read(data_dir, store.AGREEMENT)
+    rows = store.read(data_dir, contract.AGREEMENT)
     rows = rows[rows["run_date"] == AFTER_DRIFT].assign(run_date=AFTER_DRIFT).to_dict("records") + [judged]
-    store.replace_date(data_dir, store.AGREEMENT, AFTER_DRIFT, rows)
+    store.replace_date(data_dir, contract.AGREEMENT, AFTER_DRIFT, rows)
     at = open_page(data_dir)
     assert "small-judge" in set(table(at, "answers_agreement")["judge"])
     assert ("faithfulness by small-judge (answer level, 17 labels): kappa 0.31 is below generation.min_kappa (0.6): "
@@ -179,9 +179,9 @@ def test_answer_and_context_text_is_shown_as_text_never_as_html(answered, tmp_pa
 def test_without_answers_the_page_explains_how_to_turn_the_layer_on(answered, tmp_path, open_page):
     data_dir = tmp_path / "store"
     shutil.copytree(answered, data_dir)
-    for name in (store.GENERATION, store.PER_ANSWER, store.AGREEMENT):
+    for name in (contract.GENERATION, contract.PER_ANSWER, contract.AGREEMENT):
         (data_dir / name).unlink()
-    shutil.rmtree(data_dir / store.ANSWERS_DIR)
+    shutil.rmtree(data_dir / contract.ANSWERS_DIR)
     at = open_page(data_dir)
     assert [t.value for t in at.title] == ["Answers"]
     info = [literal(i.value) for i in at.info]
@@ -226,7 +226,7 @@ def test_with_a_judge_at_a_fake_endpoint_the_page_shows_its_scores_claims_and_ag
     judged = GenerationConfig(base_url=httpserver.url_for("/v1"), model="fake-judge", timeout=5.0)
     data_dir = tmp_path / "store"
     build_demo(Config(data_dir=Path(), gold=Path(), generation=judged), data_dir, days=1)
-    generation = store.read(data_dir, store.GENERATION)
+    generation = store.read(data_dir, contract.GENERATION)
     faithfulness = generation[(generation["source"] == "judge") & (generation["metric"] == "faithfulness")]
     assert len(faithfulness) == 1
     at = open_page(data_dir)

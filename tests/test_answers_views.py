@@ -9,7 +9,7 @@ from datetime import date
 import pandas as pd
 import pytest
 
-from pipeline import store
+from pipeline import contract, store
 from pipeline.answers import Label
 from pipeline.views import answers as answers_views
 from tests.test_views import stored
@@ -24,7 +24,7 @@ def answer(day, qid, layer, gold=1, pipeline="logged", **scores) -> dict:
 
 @pytest.fixture
 def per_answer(tmp_path) -> pd.DataFrame:
-    return stored(tmp_path, store.PER_ANSWER, [
+    return stored(tmp_path, contract.PER_ANSWER, [
         answer(D1, "q1", "both_fine", k_precision=0.9),
         answer(D1, "q2", "retrieval_miss", gold=0, unsupported=store.join_ids(["4,000", "CVK 9"])),
         answer(D1, "q3", "", gold=""),  # no gold known for q3: not in the share
@@ -36,7 +36,7 @@ def per_answer(tmp_path) -> pd.DataFrame:
 
 
 def test_retrieval_layer_is_hit_at_k_and_the_share_of_contexts_holding_gold(tmp_path, per_answer):
-    metrics = stored(tmp_path, store.METRICS, [
+    metrics = stored(tmp_path, contract.METRICS, [
         {"run_date": d, "pipeline": p, "k": k, "metric": m, "value": v, "n_questions": 2}
         for d, p, k, m, v in [(D1, "hybrid", 5, "hit", 0.8), (D2, "hybrid", 5, "hit", 0.6),
                               (D1, "hybrid", 3, "hit", 0.5), (D1, "dense", 5, "hit", 0.1),
@@ -50,7 +50,7 @@ def test_retrieval_layer_is_hit_at_k_and_the_share_of_contexts_holding_gold(tmp_
 
 
 def test_generation_layer_draws_defined_values_in_its_order_and_leaves_undefined_runs_out(tmp_path):
-    generation = stored(tmp_path, store.GENERATION, [
+    generation = stored(tmp_path, contract.GENERATION, [
         {"run_date": D1, "pipeline": "logged", "source": "heuristic", "metric": "k_precision", "value": 0.8, "n": 20,
          "undetermined": 0},
         {"run_date": D1, "pipeline": "logged", "source": "judge", "metric": "faithfulness", "value": 0.7, "n": 20,
@@ -122,7 +122,7 @@ def agreement_row(day, metric, judge, kappa, trusted, tp=3, fp=1, fn=2, tn=4, le
 
 
 def test_the_agreement_table_keeps_the_latest_row_per_metric_judge_and_level(tmp_path):
-    frame = stored(tmp_path, store.AGREEMENT, [
+    frame = stored(tmp_path, contract.AGREEMENT, [
         agreement_row(D1, "faithfulness", "heuristic", 0.7, 1), agreement_row(D2, "faithfulness", "heuristic", 0.5, 0),
         agreement_row(D1, "faithfulness", "m", 0.8, 1), agreement_row(D2, "faithfulness", "m", 0.4, 0),
         agreement_row(D2, "faithfulness", "m", "", 0, level="claim"), agreement_row(D2, "refusal", "m", 0.9, 1)])

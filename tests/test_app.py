@@ -19,7 +19,7 @@ from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
-from pipeline import report, store, views
+from pipeline import contract, report, store, views
 from pipeline.alerts import condition_of
 from pipeline.views import overview as overview_views
 from pipeline.views import questions as questions_views
@@ -116,7 +116,7 @@ def banner(at: AppTest) -> dict[str, str]:
 
 
 def latest_alerts(data_dir: Path) -> pd.DataFrame:
-    alerts, runs = store.read(data_dir, store.ALERTS), store.read_runs(data_dir)
+    alerts, runs = store.read(data_dir, contract.ALERTS), store.read_runs(data_dir)
     return alerts[alerts["run_date"] == runs["run_date"].max()]
 
 
@@ -214,7 +214,7 @@ def with_alerts(history: Path, copy: Path, extra: list[dict]) -> Path:
     day = store.read_runs(copy)["run_date"].max().strftime("%Y-%m-%d")
     both = pd.concat([rows.assign(run_date=rows["run_date"].dt.strftime("%Y-%m-%d")),
                       pd.DataFrame([{**row, "run_date": day} for row in extra])])
-    store.replace_date(copy, store.ALERTS, day, both[list(store.ALERTS_COLUMNS)])
+    store.replace_date(copy, contract.ALERTS, day, both[list(contract.ALERTS_COLUMNS)])
     return copy
 
 
@@ -321,7 +321,7 @@ def test_questions_table_names_the_regressed_questions_and_drills_down(history, 
 
 def test_drift_page_draws_the_stored_statistics(history, open_app):
     at = visit(open_app(history), "pages/drift.py")
-    drift = store.read(history, store.DRIFT)
+    drift = store.read(history, contract.DRIFT)
     psi = {t["name"]: t for t in figure(at, "drift_chart_psi_mean")["data"]}
     rows = drift.query("statistic == 'psi_mean'")
     def values(column: str) -> list:  # NaN (not enough new data) reaches the figure as null
@@ -344,7 +344,7 @@ def test_drift_page_draws_the_stored_statistics(history, open_app):
 
 def test_alerts_page_filters_the_log(history, open_app):
     at = visit(open_app(history), "pages/alerts.py")
-    alerts = store.read(history, store.ALERTS)
+    alerts = store.read(history, contract.ALERTS)
     assert len(table(at, "alerts_table")) == len(alerts)
     rule = alerts["rule"].iloc[0]
     at.multiselect(key="alerts_rule").set_value([rule])
@@ -379,7 +379,7 @@ def test_weekly_review_download_is_the_cli_report(history, open_app, monkeypatch
     assert out.read_text() == report.weekly_review_html(history, week)
     csv = RecordingStorage.files[f"driftwatch-metrics-{week}.csv"].decode()
     assert csv == report.week_csv(store.read_metrics(history), week)
-    assert csv.splitlines()[0] == ",".join(store.METRICS_COLUMNS)
+    assert csv.splitlines()[0] == ",".join(contract.METRICS_COLUMNS)
 
 
 def tree_hash(folder: Path) -> dict[str, str]:
@@ -404,7 +404,7 @@ def test_simulation_runs_in_a_sandbox_and_is_discarded(history, open_app):
     banner_boxes = {e.proto.body for e in at.get_by_key("alert_banner").error}
     assert [e.value for e in at.error if e.proto.body not in banner_boxes] == []
     assert tree_hash(history) == before  # production series untouched
-    assert (sandbox / store.RUNS).exists()
+    assert (sandbox / contract.RUNS).exists()
     names = [t["name"] for t in figure(at, "sim_chart")["data"]]
     assert "hybrid simulated" in names and "hybrid original" in names
     shown = table(at, "sim_table")
@@ -448,14 +448,14 @@ def copy_of(history: Path, tmp_path: Path) -> Path:
 @pytest.mark.parametrize("page", PAGES)
 def test_a_malformed_csv_is_one_message_naming_its_file_and_line(history, tmp_path, open_app, page):
     data_dir = copy_of(history, tmp_path)
-    path = data_dir / store.METRICS
+    path = data_dir / contract.METRICS
     lines = path.read_bytes().split(b"\n")
     lines[5] = lines[5].replace(lines[5].split(b",")[0], b"2026-02-30", 1)  # not a date; pandas' reader fails
     path.write_bytes(b"\n".join(lines))
     at = visit(open_app(data_dir), page)
     errors = [literal(e.value) for e in at.error]
     if page in METRICS_FREE_PAGES:
-        assert not any(store.METRICS in e for e in errors)
+        assert not any(contract.METRICS in e for e in errors)
     else:
         assert any(f"{path}:6: run_date '2026-02-30' is not a date" in e for e in errors), errors
 
@@ -463,13 +463,13 @@ def test_a_malformed_csv_is_one_message_naming_its_file_and_line(history, tmp_pa
 @pytest.mark.parametrize("page", PAGES)
 def test_without_metrics_csv_every_page_shows_an_empty_state(history, tmp_path, open_app, page):
     data_dir = copy_of(history, tmp_path)
-    (data_dir / store.METRICS).unlink()
+    (data_dir / contract.METRICS).unlink()
     at = visit(open_app(data_dir), page)
     notes = [literal(i.value) for i in at.info]
     if page in METRICS_FREE_PAGES:
         assert [t.value for t in at.title] == ["Alerts"]
     else:
-        assert any(f"{data_dir / store.METRICS} has no rows" in n for n in notes), notes
+        assert any(f"{data_dir / contract.METRICS} has no rows" in n for n in notes), notes
 
 
 PACK_RSS = b"""<?xml version="1.0" encoding="UTF-8"?>

@@ -13,7 +13,8 @@ from bench import _streams
 from bench._streams import (HistoryWindow, StreamSpec, decline_multiplier, draw_first_ranks, question_hit_rates,
                             replay_alerts, run_dates, simulated_history)
 from bench.alerts import Tally, _near_copy, first_detection, is_retrieval, main
-from pipeline.alerts import ALERT, WARNING, Alert
+from pipeline.alerts import Alert
+from pipeline.contract import ALERT, WARNING
 from pipeline.config import AlertsConfig, RetrievalConfig
 
 KS = RetrievalConfig().k

@@ -11,7 +11,7 @@ from pathlib import Path
 import feedparser
 import pytest
 
-from pipeline import store
+from pipeline import contract, store
 from pipeline.cli import EXIT_BAD_INPUT, EXIT_LOCKED, main
 from pipeline.config import Config, RetrievalConfig
 from pipeline.corpus import Corpus
@@ -95,7 +95,7 @@ def test_demo_waits_for_the_lock_before_deleting_anything(demo_store):
         before = tree_hash(data_dir)
         assert main(["demo", "--data-dir", str(data_dir), "--days", "1"]) == EXIT_LOCKED
         assert tree_hash(data_dir) == before
-    assert (data_dir / store.RUNS).exists() and len(store.read_runs(data_dir)) == 3
+    assert (data_dir / contract.RUNS).exists() and len(store.read_runs(data_dir)) == 3
 
 
 def test_simulations_leave_the_source_untouched_and_move_the_metrics(demo_store, tmp_path):
@@ -140,7 +140,7 @@ def test_simulate_builds_the_sandbox_aside_and_renames_it_when_complete(demo_sto
     last = demo_date(FIRST_RUN_DAY + 2)
     out, partial = tmp_path / "sandbox", tmp_path / ".sandbox.partial"
     partial.mkdir()
-    (partial / store.RUNS).write_text("run_date\n2026-10")  # what a kill during the copy leaves
+    (partial / contract.RUNS).write_text("run_date\n2026-10")  # what a kill during the copy leaves
     seen = []
 
     def progress(result) -> None:

@@ -7,7 +7,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from pipeline import answers, store
+from pipeline import answers, contract, store
 from pipeline.config import Config, GenerationConfig, RetrievalConfig
 from pipeline.demo import ANSWERS_FILE, FIRST_RUN_DAY, GOLD_FILE, LABELS_FILE, build_demo, demo_date
 from pipeline.gold import load_gold
@@ -61,12 +61,12 @@ def test_the_demo_scores_the_bundled_answers_of_its_first_run(tmp_path):
     base = Config(data_dir=Path(), gold=Path(), retrieval=RetrievalConfig(k=(5,)), generation=GenerationConfig())
     build_demo(base, tmp_path / "store", days=1)
     first = demo_date(FIRST_RUN_DAY).isoformat()
-    per_answer = store.read(tmp_path / "store", store.PER_ANSWER)
+    per_answer = store.read(tmp_path / "store", contract.PER_ANSWER)
     assert per_answer["run_date"].dt.strftime("%Y-%m-%d").unique().tolist() == [first]
     assert sorted(per_answer["question_id"]) == sorted(r["question_id"] for r in RECORDS if r["run_date"] == first)
     assert (per_answer["pipeline"] == answers.LOGGED).all()
     stored = answers.read_records(tmp_path / "store", first)
     assert [r["answer"] for r in stored] == [r["answer"] for r in RECORDS if r["run_date"] == first]
-    agreement = store.read(tmp_path / "store", store.AGREEMENT)
+    agreement = store.read(tmp_path / "store", contract.AGREEMENT)
     assert set(agreement["metric"]) == {"faithfulness", "answer_relevance", "refusal"}
     assert set(agreement["labels_file"]) == {str(LABELS_FILE)}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline import docgen, store
+from pipeline import contract, docgen
 from pipeline.cli import build_parser
 from pipeline.config import TARGET_KEYS, Config, ExportConfig, SourceConfig
 
@@ -104,11 +104,11 @@ def test_the_configuration_reference_is_generated_and_fresh():
 # --- what the pages must name ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", sorted(store.SCHEMAS))
+@pytest.mark.parametrize("name", sorted(contract.SCHEMAS))
 def test_every_csv_column_is_in_the_schema_table(name):
     cells = table_cells(section(page("concepts.md"), SCHEMA_HEADING))
     assert name in cells
-    assert [c for c in store.SCHEMAS[name] if c not in cells] == []
+    assert [c for c in contract.SCHEMAS[name] if c not in cells] == []
 
 
 def test_every_cli_command_has_help_and_is_in_the_command_line_page():

@@ -16,37 +16,11 @@ from sklearn.decomposition import PCA
 
 from pipeline.config import DriftConfig
 from pipeline import drift as drift_module
-from pipeline.drift import (
-    CLASSIFIER,
-    DRIFTED,
-    DUPLICATES,
-    EVIDENTLY_METHOD,
-    FAMILY,
-    KS_MAX,
-    NEW_CATEGORIES,
-    NOVELTY,
-    PSI_MEAN,
-    STABLE,
-    DriftError,
-    QueryWindow,
-    Sample,
-    Verdict,
-    _classifier_rows,
-    _ks_rows,
-    _labels,
-    _new_label_share,
-    _psi_rows,
-    decide,
-    evidently_embedding_drift,
-    not_enough,
-    parse_query_log,
-    project,
-    psi,
-    query_top1_cosine,
-    read_query_log,
-    sample_rows,
-    window_drift,
-)
+from pipeline.drift import (CLASSIFIER, DUPLICATES, EVIDENTLY_METHOD, FAMILY, KS_MAX, NEW_CATEGORIES, NOVELTY, PSI_MEAN,
+                            DriftError, QueryWindow, Sample, Verdict, _classifier_rows, _ks_rows, _labels,
+                            _new_label_share, _psi_rows, decide, evidently_embedding_drift, not_enough, parse_query_log,
+                            project, psi, query_top1_cosine, read_query_log, sample_rows, window_drift)
+from pipeline.contract import DRIFTED, STABLE
 
 E = 1e-4  # DriftConfig's default epsilon, the share of an empty bin before renormalising
 DIM = 384
@@ -526,6 +500,8 @@ def test_novelty_by_sorted_neighbours_equals_the_definition(n_ref, n_cur, top):
         labels = drift_module._labels(groups, first_current, 30, np.random.default_rng(0))
         for row in labels:
             np.testing.assert_array_equal(neighbours.novel(row), drift_module._novel(similarity, row, groups))
+        shares = [drift_module._novel(similarity, row, groups).mean() for row in labels]
+        np.testing.assert_array_equal(neighbours.novel_shares(labels, batch=7), shares)  # every row at once
 
 
 # --- question/document similarity ----------------------------------------------------------------------------

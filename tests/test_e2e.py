@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import store
+from pipeline import contract, store
 from pipeline.config import SourceConfig
 from pipeline.corpus import Corpus
 from pipeline.job import backfill, run_day
@@ -43,7 +43,7 @@ def test_daily_runs_write_sensible_series(e2e_config, embedder):
     assert len(metrics) == 3 * len(e2e_config.retrieval.pipelines) * len(e2e_config.retrieval.k) * len(MEAN_NAMES)
     assert metrics["value"].between(0, 1).all()
 
-    per_q = rows(data, store.PER_QUESTION, "2026-11-04")
+    per_q = rows(data, contract.PER_QUESTION, "2026-11-04")
     assert len(per_q) == 4 * 3 * 3
     at5 = per_q[per_q["k"] == 5]
     # every question's answer is in the corpus on the last day: some pipeline finds each at k=5
@@ -53,7 +53,7 @@ def test_daily_runs_write_sensible_series(e2e_config, embedder):
     assert q1["first_relevant_rank"] >= 1 and len(store.split_ids(q1["retrieved"])) == 5
     assert 0 < q1["top1_score"] <= 1  # a cosine similarity
     # on the first day, the shark article (published on day 2) is missing from the corpus
-    first = rows(data, store.PER_QUESTION, "2026-11-02")
+    first = rows(data, contract.PER_QUESTION, "2026-11-02")
     assert set(first[first["gold_missing"] == 1]["question_id"]) == {"q3", "q4"}
     assert results[-1].mean("bm25", "recall", 5) == pytest.approx(
         metrics[(metrics["run_date"] == "2026-11-04") & (metrics["pipeline"] == "bm25") & (metrics["k"] == 5)
@@ -63,7 +63,7 @@ def test_daily_runs_write_sensible_series(e2e_config, embedder):
 def test_deleted_answer_becomes_a_miss_and_past_dates_rerun_identically(e2e_config, embedder):
     backfill(e2e_config, DAYS[0], DAYS[-1])
     data = e2e_config.data_dir
-    before = rows(data, store.METRICS, "2026-11-04").reset_index(drop=True)
+    before = rows(data, contract.METRICS, "2026-11-04").reset_index(drop=True)
     with Corpus.in_dir(data) as corpus:
         assert corpus.delete(["e2e-ferry-strike"], "2026-11-05", reason="test") == 1
     result = run_day(e2e_config, date(2026, 11, 5), embedder=embedder)
@@ -73,7 +73,7 @@ def test_deleted_answer_becomes_a_miss_and_past_dates_rerun_identically(e2e_conf
     # re-running an earlier date rebuilds that day's corpus: identical metrics, no new embedding
     again = run_day(e2e_config, DAYS[-1], embedder=embedder)
     assert again.run["chunks_embedded"] == 0
-    after = rows(data, store.METRICS, "2026-11-04").reset_index(drop=True)
+    after = rows(data, contract.METRICS, "2026-11-04").reset_index(drop=True)
     assert after.equals(before)
     assert store.read_runs(data)["run_date"].dt.date.tolist() == DAYS + [date(2026, 11, 5)]
 
@@ -95,7 +95,7 @@ def test_a_missing_source_path_stops_the_run_before_anything_is_written(e2e_conf
     config = e2e_config.replace(sources=e2e_config.sources + (SourceConfig(name="missing", path=missing),))
     with pytest.raises(FeedError, match=f"source 'missing': {missing}: no such file or directory"):
         run_day(config, DAYS[0], embedder=embedder)
-    assert not (config.data_dir / store.RUNS).exists()
+    assert not (config.data_dir / contract.RUNS).exists()
 
 
 def write_config(tmp_path: Path, e2e_config, extra: str = "") -> Path:

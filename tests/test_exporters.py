@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pipeline import exporters, store
+from pipeline import contract, exporters, store
 from pipeline.cli import main
 from pipeline.config import (
     ChunkingConfig,
@@ -136,7 +136,7 @@ def _assert_prometheus_equals_store(text: str, data_dir: Path) -> None:
     for row in latest.itertuples():
         labels = (("k", str(row.k)), ("metric", row.metric), ("pipeline", row.pipeline))
         assert samples[("driftwatch_retrieval_metric", labels)] == row.value
-    alerts = store.read(data_dir, store.ALERTS)
+    alerts = store.read(data_dir, contract.ALERTS)
     for severity in ("alert", "warning"):
         expected = int((alerts[alerts["run_date"] == day]["severity"] == severity).sum())
         assert samples[("driftwatch_alerts_open", (("severity", severity),))] == expected
@@ -146,7 +146,7 @@ def _assert_prometheus_equals_store(text: str, data_dir: Path) -> None:
     assert samples[("driftwatch_corpus_documents", ())] == last["docs_total"] == 7
     assert samples[("driftwatch_run_info", (("config_hash", last["config_hash"]), ("model", last["model"]),
                                             ("run_date", "2026-11-04"), ("status", "ok")))] == 1
-    drift = store.read(data_dir, store.DRIFT)
+    drift = store.read(data_dir, contract.DRIFT)
     for row in drift[(drift["run_date"] == day) & drift["value"].notna()].itertuples():
         assert samples[("driftwatch_drift_statistic", (("statistic", row.statistic),))] == row.value
 
@@ -229,7 +229,7 @@ def test_failing_exporters_leave_every_row_and_are_noted_in_events(built, tmp_pa
     config = config.replace(export=ExportConfig(
         mlflow=MlflowExportConfig(tracking_uri=closed, timeout=5),
         prometheus=PrometheusExportConfig(path=blocker / "driftwatch.prom")))
-    before = {name: store.read(config.data_dir, name) for name in (store.METRICS, store.PER_QUESTION)}
+    before = {name: store.read(config.data_dir, name) for name in (contract.METRICS, contract.PER_QUESTION)}
     run_day(config, DAYS[-1], embedder=embedder)
     runs = store.read_runs(config.data_dir)
     assert runs["run_date"].dt.date.tolist() == DAYS
@@ -273,7 +273,7 @@ def test_the_answer_layer_is_exported_beside_retrieval(built, tmp_path):
              "value": 0.5, "n": 10, "undetermined": 0},
             {"run_date": "2026-11-04", "pipeline": "logged", "source": "judge", "metric": "answer_relevance",
              "value": None, "n": 0, "undetermined": 10}]
-    store.replace_date(data_dir, store.GENERATION, date(2026, 11, 4), rows)
+    store.replace_date(data_dir, contract.GENERATION, date(2026, 11, 4), rows)
     samples = _samples(exporters.exposition(exporters.metric_families(History(data_dir))).decode())
     labels = lambda source, metric: (("metric", metric), ("pipeline", "logged"), ("source", source))  # noqa: E731
     assert samples[("driftwatch_answer_metric", labels("judge", "faithfulness"))] == 0.75

@@ -14,7 +14,7 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from bench._fake_llm import completion, scripted_reply
-from pipeline import answers, judge, store
+from pipeline import answers, contract, judge, store
 from pipeline.answers import AnswerRecord, Context
 from pipeline.config import ExportConfig, GenerationConfig, PrometheusExportConfig
 from pipeline.job import run_day
@@ -209,10 +209,10 @@ def test_generate_and_judge_in_a_daily_run(llm, e2e_config, embedder, tmp_path):
     assert first["pipeline"] == "bm25" and len(first["contexts"]) == 3
     assert first["answer"].endswith(f"[{first['contexts'][0]['id']}]")  # the generator cites the first document
     assert first["claims"] and {c["verdict"] for c in first["claims"]} <= set(answers.VERDICTS)
-    generation = store.read(cfg.data_dir, store.GENERATION)
+    generation = store.read(cfg.data_dir, contract.GENERATION)
     assert set(generation["source"]) == {"heuristic", "judge"}
     assert "faithfulness" in set(generation["metric"])
-    agreement = store.read(cfg.data_dir, store.AGREEMENT)
+    agreement = store.read(cfg.data_dir, contract.AGREEMENT)
     assert ("faithfulness", "fake-judge", "answer") in set(zip(agreement["metric"], agreement["judge"], agreement["level"]))
     assert "judge fake-judge" in result.run["events"]
     calls = len(llm.calls)
@@ -227,10 +227,10 @@ def test_an_unreachable_endpoint_never_stops_the_run(e2e_config, embedder, tmp_p
     cfg = _run_config(e2e_config, mode="logged", logged=logged, base_url="http://127.0.0.1:9/v1", model="m",
                       timeout=1.0, retries=1)
     result = run_day(cfg, date(2026, 11, 4), embedder=embedder)
-    rows = store.read(cfg.data_dir, store.PER_ANSWER)
+    rows = store.read(cfg.data_dir, contract.PER_ANSWER)
     assert list(rows["faithfulness_state"]) == [answers.undetermined(answers.UNREACHABLE)]
     assert rows["faithfulness"].isna().all() and rows["k_precision"].notna().all()  # the heuristics still ran
-    faith = store.read(cfg.data_dir, store.GENERATION).query("metric == 'faithfulness'")
+    faith = store.read(cfg.data_dir, contract.GENERATION).query("metric == 'faithfulness'")
     assert list(faith["undetermined"]) == [1] and list(faith["n"]) == [1]
     assert "unreachable" in result.run["events"]
 

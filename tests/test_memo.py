@@ -5,24 +5,29 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import shutil
+import subprocess
+import sys
 from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
 
-from pipeline import job, memo, signals, store
+from pipeline import contract, job, memo, signals, store
 from pipeline.config import Config, DriftConfig, SourceConfig
 from pipeline.corpus import Corpus
+from pipeline.drift import DRIFTED
 
 SLICE = Path(__file__).parent / "data" / "news-slice"
 START = date(2025, 9, 10)
 VOLATILE = {"run_id", "started_at", "finished_at", "seconds"}  # runs.csv: when and how long, not what
 
 
-def _config(tmp_path: Path, name: str, daily: Path) -> Config:
+def _config(tmp_path: Path, name: str, daily: Path, permutations: int = 99) -> Config:
     return Config(data_dir=tmp_path / name, gold=SLICE / "gold.jsonl", sources=(SourceConfig("news", path=daily),),
-                  drift=DriftConfig(min_current=10, min_reference=20, permutations=99))
+                  drift=DriftConfig(min_current=10, min_reference=20, permutations=permutations,
+                                    page_permutations=permutations))  # (no second draw for the page level)
 
 
 def _rows(data_dir: Path) -> dict[str, list[dict]]:
@@ -44,7 +49,10 @@ def daily(tmp_path: Path) -> Path:
 
 def test_unchanged_days_read_the_memo_and_write_what_computing_writes(tmp_path, daily, embedder, monkeypatch,
                                                                        caplog):
-    memoized, computed = _config(tmp_path, "memo", daily), _config(tmp_path, "full", daily)
+    # The sports pack lands on the 4th day: the days after it, read from the memo, carry drifted verdicts (at 99
+    # draws none could: the smallest Holm-adjusted p of the 7 statistics is 7/100; at 199 it is 7/200).
+    shutil.copy(SLICE / "offtopic_sports.xml", daily / "2025-09-13-offtopic.xml")
+    memoized, computed = _config(tmp_path, "memo", daily, 199), _config(tmp_path, "full", daily, 199)
 
     def both(day: date, expect_memo: bool) -> None:
         monkeypatch.delenv(memo.ENV_OFF, raising=False)
@@ -62,7 +70,7 @@ def test_unchanged_days_read_the_memo_and_write_what_computing_writes(tmp_path, 
     both(START + timedelta(days=4), expect_memo=True)  # nothing new: the windows hold the same documents
     both(START + timedelta(days=5), expect_memo=True)
     drift_rows = [r for r in _rows(memoized.data_dir)["drift.csv"] if r["run_date"] == "2025-09-15"]
-    assert {r["verdict"] for r in drift_rows} - {"context"}  # real verdicts, not "not enough data"
+    assert DRIFTED in {r["verdict"] for r in drift_rows}  # a drifted verdict read from the memo, compared below
     assert _rows(memoized.data_dir) == _rows(computed.data_dir)
 
     # A new document: the corpus changed, so the run computes (and keeps a new memo).
@@ -142,18 +150,20 @@ def test_a_write_by_hand_is_seen_by_the_memo(tmp_path, daily, embedder, monkeypa
 
 def test_a_rerun_reads_its_top1_ks_tests_and_checks_no_sealed_file(tmp_path, daily, embedder, monkeypatch):
     """Re-running the latest date (nothing changed): the top-1 KS tests come from the memo (scipy.stats, 1 s to
-    import, is not needed), the CSVs as the last run sealed them are not checked or scanned again, and the rows
-    are those of the first run of that date."""
+    import, is not needed), the CSVs as the last run sealed them are not checked or scanned again (the seal checks
+    runs.csv only, whose row has a new run id), and the rows are those of the first run of that date."""
     config = _config(tmp_path, "memo", daily)
     for i in range(5):
         job.run_day(config, START + timedelta(days=i), embedder=embedder, notify=False)
     before = _rows(config.data_dir)
     assert (config.data_dir / memo.MEMO_DIR / "top1_ks.json").is_file()
+    checked, check_file = [], store.check_file
     with monkeypatch.context() as m:
         m.setattr(signals, "top1_ks", lambda *a: pytest.fail("a top-1 KS test computed again"))
-        m.setattr(store, "check_file", lambda path: pytest.fail(f"{path} checked again"))
-        m.setattr(store, "drop_incomplete_dates", lambda data_dir: pytest.fail("every file scanned for dates"))
+        m.setattr(store, "check_file", lambda path: checked.append(path.name) or check_file(path))
+        m.setattr(store, "quarantine_orphans", lambda data_dir: pytest.fail("every file scanned for dates"))
         job.run_day(config, START + timedelta(days=4), embedder=embedder, notify=False)
+    assert checked == [contract.RUNS]
     assert _rows(config.data_dir) == before
     # The next day's reference window moved: its tests are new ones.
     calls = []
@@ -186,3 +196,69 @@ def test_calls_are_read_back_as_made_and_kept_for_the_latest_run_only(tmp_path, 
     assert memo.Calls(tmp_path, "f", lib="2.0").known == {}  # other inputs: nothing known
     monkeypatch.setenv(memo.ENV_OFF, "1")
     assert memo.Calls(tmp_path, "f", lib="1.0").known == {}
+
+
+# --- code identity: a memo of other code is a miss (issue 30) ---------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _package_copy(tmp_path: Path) -> Path:
+    """A copy of the pipeline package, byte for byte, in a folder of its own (to put first on PYTHONPATH)."""
+    shutil.copytree(ROOT / "pipeline", tmp_path / "pkg" / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path / "pkg"
+
+
+def _in(package: Path, code: str, cwd: Path) -> str:
+    """What `code` prints when run with `package` first on the path (and not the repository's own)."""
+    env = {**os.environ, "PYTHONPATH": str(package), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=cwd, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_memo_key_is_the_code_s_and_changes_with_any_edit(tmp_path):
+    """memo.key once knew the code by __version__ alone ("0.1.0" since the first commit): after an upgrade a re-run
+    read what the old code computed. Now an edit of any module gives other keys."""
+    package = _package_copy(tmp_path)
+    ask = "from pipeline import memo; print(memo.__file__); print(memo.key(kind='drift', corpus='c'))"
+    where, copied = _in(package, ask, tmp_path).split("\n")
+    assert where == str(package / "pipeline" / "memo.py")
+    assert copied == memo.key(kind="drift", corpus="c")  # the same bytes anywhere: the same key
+    with (package / "pipeline" / "drift.py").open("a") as f:
+        f.write("# an edit that changes nothing a run computes still changes the code's identity\n")
+    edited = _in(package, ask, tmp_path).split("\n")[1]
+    assert edited != copied
+    (package / "pipeline" / "views" / "extra.py").write_text("")  # a new module too
+    assert _in(package, ask, tmp_path).split("\n")[1] not in (copied, edited)
+
+
+def test_a_rerun_reads_the_memo_until_the_code_changes(tmp_path, daily, embedder):
+    """End to end: a day run again reads the memo; the same re-run after one module of the package was edited
+    computes (and still writes the same rows)."""
+    config = _config(tmp_path, "memo", daily)
+    for i in range(2):
+        job.run_day(config, START + timedelta(days=i), embedder=embedder, notify=False)
+    before = _rows(config.data_dir)
+    package = _package_copy(tmp_path)
+    rerun = f"""
+from datetime import date
+from pathlib import Path
+from pipeline import job
+from pipeline.config import Config, DriftConfig, SourceConfig
+calls, corpus_chunks = [], job.corpus_chunks
+job.corpus_chunks = lambda *a, **k: calls.append(1) or corpus_chunks(*a, **k)
+config = Config(data_dir=Path({str(config.data_dir)!r}), gold=Path({str(config.gold)!r}),
+                sources=(SourceConfig("news", path=Path({str(daily)!r})),),
+                drift=DriftConfig(min_current=10, min_reference=20, permutations=99, page_permutations=99))
+job.run_day(config, date.fromisoformat({(START + timedelta(days=1)).isoformat()!r}), notify=False)
+print("computed" if calls else "memo")
+"""
+    assert _in(package, rerun, tmp_path) == "memo"  # the same code: the memo is read
+    with (package / "pipeline" / "metrics.py").open("a") as f:
+        f.write("# edited\n")
+    assert _in(package, rerun, tmp_path) == "computed"  # other code: computed anew
+    after = _rows(config.data_dir)
+    assert {n: r for n, r in after.items() if n != contract.RUNS} == {n: r for n, r in before.items() if n != contract.RUNS}
+    assert after[contract.RUNS][:1] == before[contract.RUNS][:1]  # (the re-run's runs row: nothing embedded this time)

@@ -15,9 +15,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipeline import store
+from pipeline import contract, store
 from pipeline.config import AlertsConfig, Config, DriftConfig, RetrievalConfig
-from pipeline.drift import CONTEXT, FAMILY, NOT_ENOUGH_DATA
+from pipeline.contract import CONTEXT, DRIFT_FAMILY, DRIFTED, DUPLICATE_SHARE, NOT_ENOUGH_DATA, STABLE, VERDICT
 from pipeline.demo import DRIFT_SPREAD, FIRST_RUN_DAY, build_demo, demo_date
 from pipeline.job import backfill, run_day
 
@@ -48,14 +48,14 @@ def receiver():
 def test_every_run_writes_drift_and_alerts_per_the_contract(e2e_config, embedder):
     backfill(e2e_config, DAYS[0], DAYS[-1])
     data = e2e_config.data_dir
-    header = (data / store.DRIFT).read_text().splitlines()[0].split(",")
-    assert header == list(store.DRIFT_COLUMNS)
-    assert (data / store.ALERTS).read_text().splitlines()[0].split(",") == list(store.ALERTS_COLUMNS)
-    drift = store.read(data, store.DRIFT)
+    header = (data / contract.DRIFT).read_text().splitlines()[0].split(",")
+    assert header == list(contract.DRIFT_COLUMNS)
+    assert (data / contract.ALERTS).read_text().splitlines()[0].split(",") == list(contract.ALERTS_COLUMNS)
+    drift = store.read(data, contract.DRIFT)
     assert not (data / store.REFERENCE_FILE).exists()  # rolling by default: nothing is pinned
     last = drift[drift["run_date"] == "2026-11-04"].set_index("statistic")
     # A few documents a day: too little new text for any verdict, said so, never a number that looks like drift.
-    family = last.loc[[s.name for s in FAMILY]]
+    family = last.loc[list(DRIFT_FAMILY)]
     assert set(family["verdict"]) == {NOT_ENOUGH_DATA} and family["value"].isna().all()
     assert family["detail"].str.startswith("not enough new data").all()
     # top-1 cosine as context, only where it can fall (not dense: new documents can only raise its top-1)
@@ -75,7 +75,7 @@ def test_windows_hold_what_entered_in_them(e2e_config, embedder):
     entered = [r.run["docs_new"] + r.run["docs_updated"] for r in results]
     assert set(last["n_current"]) == {entered[2]} and set(last["n_reference"]) == {entered[0] + entered[1]}
     assert set(last["current_start"]) == {"2026-11-04"} and set(last["reference_date"]) == {"2026-11-03"}
-    assert set(last.loc[[s.name for s in FAMILY if s.name != "duplicate_share"], "verdict"]) <= {"stable", "drifted"}
+    assert set(last.loc[[s for s in DRIFT_FAMILY if s != DUPLICATE_SHARE], VERDICT]) <= {STABLE, DRIFTED}
 
 
 def test_an_alert_reaches_the_webhook_and_sets_the_exit_code(tmp_path, e2e_config, embedder, receiver):
@@ -87,7 +87,7 @@ def test_an_alert_reaches_the_webhook_and_sets_the_exit_code(tmp_path, e2e_confi
     assert sorted(a.rule for a in result.alerts) == ["floor"] * 3 + ["gold_missing"]
     assert len(bodies) == 1 and "recall@5 of bm25 is 0.500, below its configured limit 0.990" in bodies[0]["text"]
     assert "2 relevant documents of the gold set are missing" in bodies[0]["text"]
-    rows = store.read(config.data_dir, store.ALERTS)
+    rows = store.read(config.data_dir, contract.ALERTS)
     assert len(rows) == 4 and set(rows["severity"]) == {"alert"}
     # re-running the date rewrites its rows but does not notify them twice
     again = run_day(config, DAYS[0], embedder=embedder)
@@ -103,7 +103,7 @@ def test_a_failing_webhook_never_fails_the_run_or_loses_the_alert(e2e_config, em
                                                     webhook_retries=1, webhook_timeout=0.5))
     result = run_day(config, DAYS[0], embedder=embedder)
     assert result.notified is False
-    assert len(store.read(config.data_dir, store.ALERTS)) == 4
+    assert len(store.read(config.data_dir, contract.ALERTS)) == 4
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

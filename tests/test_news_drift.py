@@ -7,9 +7,9 @@ import shutil
 from datetime import date
 from pathlib import Path
 
-from pipeline import store
+from pipeline import contract, store
 from pipeline.config import Config, DriftConfig, SourceConfig
-from pipeline.drift import DRIFTED, FAMILY, NOT_ENOUGH_DATA
+from pipeline.contract import DRIFT_FAMILY, DRIFTED, NOT_ENOUGH_DATA
 from pipeline.job import backfill
 
 SLICE = Path(__file__).parent / "data" / "news-slice"
@@ -26,8 +26,8 @@ def test_normal_news_is_not_drift_and_the_sports_pack_is_flagged_on_its_day(tmp_
     results = backfill(config, START, END, embedder=embedder)
     before = [a for r in results if r.run_date < EVENT for a in r.alerts if a.rule in CORPUS_RULES]
     assert before == [], [a.message for a in before]
-    drift = store.read(config.data_dir, store.DRIFT)
-    family = drift[drift["statistic"].isin([s.name for s in FAMILY])]
+    drift = store.read(config.data_dir, contract.DRIFT)
+    family = drift[drift["statistic"].isin(list(DRIFT_FAMILY))]
     normal = family[family["run_date"] < str(EVENT)]
     assert (normal["verdict"] != DRIFTED).all()
     assert (normal["verdict"] == NOT_ENOUGH_DATA).sum() < len(normal)  # most days were judged, not skipped

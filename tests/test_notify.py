@@ -14,8 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from pipeline import job, store
-from pipeline.alerts import ALERT, DROP, FLOOR, WARNING, Alert
+from pipeline import contract, job, store
+from pipeline.alerts import Alert
+from pipeline.contract import ALERT, DROP, FLOOR, WARNING
 from pipeline.config import AlertsConfig
 from pipeline.notify import (ACKNOWLEDGE, MUTE, MUTES_FILE, OUTBOX_FILE, Silence, SilenceError, add_silence, deliver,
                              enqueue, lift_silence, notify_webhook, pending, read_silences, summary_text)
@@ -229,7 +230,7 @@ def test_runs_deliver_what_a_killed_or_failed_run_left_and_never_twice(e2e_confi
         patch.setattr(job, "deliver", killed)
         with pytest.raises(KeyboardInterrupt):
             job.run_day(config, run_date, embedder=embedder)
-    assert len(store.read(config.data_dir, store.ALERTS)) == 4 and len(pending(config.data_dir)) == 4
+    assert len(store.read(config.data_dir, contract.ALERTS)) == 4 and len(pending(config.data_dir)) == 4
     assert (config.data_dir / OUTBOX_FILE).exists()
     # A re-run with the receiver down: the alerts are already in alerts.csv, still waiting in the outbox.
     down = config.replace(alerts=AlertsConfig(floors={"recall@5": 0.99}, webhook_url=closed_port_url(),

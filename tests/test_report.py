@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import report, store
+from pipeline import contract, report, store
 from pipeline.cli import EXIT_BAD_INPUT, EXIT_OK, main
 
 WEEK, PREVIOUS = "2026-W47", "2026-W46"  # 2026-11-16..22 and 2026-11-09..15
@@ -17,15 +17,15 @@ HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 def write_history(data_dir: Path) -> None:
     days = {"2026-11-10": 0.8, "2026-11-12": 0.8, "2026-11-17": 0.5, "2026-11-19": 0.7}
     for day, value in days.items():
-        store.replace_date(data_dir, store.RUNS, day, [{
+        store.replace_date(data_dir, contract.RUNS, day, [{
             "run_date": day, "run_id": "r", "started_at": "", "finished_at": "", "status": "ok", "feeds_ok": 1,
             "feeds_failed": 0, "docs_new": 2, "docs_updated": 0, "docs_deleted": 0, "docs_total": 10,
             "chunks_total": 20, "chunks_embedded": 2, "seconds": 1.0, "model": "m", "config_hash": "h",
             "events": HOSTILE if day == "2026-11-17" else ""}])
-        store.replace_date(data_dir, store.METRICS, day, [
+        store.replace_date(data_dir, contract.METRICS, day, [
             {"run_date": day, "pipeline": p, "k": 5, "metric": m, "value": value, "n_questions": 2}
             for p in ("bm25", "dense") for m in ("hit", "recall", "mrr", "ndcg", "unjudged")])
-        store.replace_date(data_dir, store.PER_QUESTION, day, [
+        store.replace_date(data_dir, contract.PER_QUESTION, day, [
             {"run_date": day, "pipeline": "bm25", "k": 5, "question_id": q, "hit": 1.0, "recall": r, "precision": 0.2,
              "rr": 1.0, "ndcg": r, "unjudged": 0.0, "first_relevant_rank": 1, "top1_score": 1.0, "retrieved": "d1",
              "gold_missing": 0}
@@ -34,7 +34,7 @@ def write_history(data_dir: Path) -> None:
             "run_date": day, "rule": "drop", "pipeline": "bm25", "metric": "recall@5", "value": 0.5, "baseline": 0.8,
             "change_pct": -37.5, "threshold": 10.0, "severity": "alert", "message": f"recall fell {HOSTILE}",
             "since": "2026-11-17", "p_value": 0.001}]
-        store.replace_date(data_dir, store.ALERTS, day, alerts)
+        store.replace_date(data_dir, contract.ALERTS, day, alerts)
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def data_dir(tmp_path) -> Path:
 
 def test_review_contents(data_dir):
     review = report.weekly_review(store.read_runs(data_dir), store.read_metrics(data_dir),
-                                  store.read_per_question(data_dir), store.read(data_dir, store.ALERTS), WEEK)
+                                  store.read_per_question(data_dir), store.read(data_dir, contract.ALERTS), WEEK)
     assert (review.previous, review.k, len(review.run_dates)) == (PREVIOUS, 5, 2)
     recall = review.summary.query("pipeline == 'bm25' and metric == 'recall'").iloc[0]
     assert recall["mean"] == pytest.approx((0.5 + 0.7) / 2) and recall["previous"] == pytest.approx(0.8)
@@ -93,12 +93,12 @@ def test_cli_defaults_to_the_latest_week_and_refuses_a_bad_one(data_dir, tmp_pat
 
 def test_week_csv_is_the_weeks_metrics_rows(data_dir):
     lines = report.week_csv(store.read_metrics(data_dir), WEEK).splitlines()
-    assert lines[0] == ",".join(store.METRICS_COLUMNS)
+    assert lines[0] == ",".join(contract.METRICS_COLUMNS)
     assert len(lines) == 1 + 2 * 2 * 5 and all(line.startswith(("2026-11-17", "2026-11-19")) for line in lines[1:])
 
 
 def test_the_chart_marks_alerts_and_run_notes(data_dir):
-    store.replace_date(data_dir, store.ALERTS, "2026-11-12", [{  # a corpus-wide warning in the previous week
+    store.replace_date(data_dir, contract.ALERTS, "2026-11-12", [{  # a corpus-wide warning in the previous week
         "run_date": "2026-11-12", "rule": "drift", "pipeline": "", "metric": "corpus", "value": 0.4,
         "baseline": 0.2, "change_pct": None, "threshold": 0.25, "severity": "warning", "message": "corpus drift",
         "since": "2026-11-12", "p_value": 0.01}])

@@ -1,9 +1,13 @@
 """Retrieval: RRF by formula, BM25 on identifiers and Cyrillic, dense via FAISS with a keyword encoder,
-chunk-to-document collapse, candidate depth, HNSW, and the cross-encoder rerank stage."""
+chunk-to-document collapse, candidate depth, HNSW, the cross-encoder rerank stage, and bm25s kept off JAX."""
 
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -183,3 +187,59 @@ def test_rerank_orders_the_head_by_cross_encoder_scores(local_cross_encoder):
     assert list(reranked.doc_ids[:3]) == expected
     assert reranked.doc_ids[3] == "d" and reranked.scores[3] == 0.1  # beyond depth: unchanged
     assert sorted(reranked.scores[:3], reverse=True) == list(reranked.scores[:3])
+
+
+# --- bm25s on its numpy top-k ----------------------------------------------------------------------------------
+
+# An installed JAX, as bm25s sees one: importing it leaves a mark (and says what the real one says on a machine
+# without a TPU), and `jax.lax.top_k` works, so bm25s would pick it for its top-k.
+FAKE_JAX = {
+    "__init__.py": "import os, sys\n"
+                   "open(os.environ['FAKE_JAX_MARK'], 'a').write(__name__ + '\\n')\n"
+                   "print('WARNING: An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not "
+                   "installed. Falling back to cpu. (TPU)', file=sys.stderr)\n",
+    "lax.py": "import numpy as np\n"
+              "def top_k(x, k):\n"
+              "    order = np.argsort(-np.asarray(x), kind='stable')[:k]\n"
+              "    return np.asarray(x)[order], order\n",
+}
+
+# The BM25 part of a run: term counts, the index built from them (as `pipeline.indexes` stores it), a search.
+BM25_RUN = """
+from pipeline.config import Bm25Config, Config, RetrievalConfig
+from pipeline.chunking import Chunk
+from pipeline.retrieval import Bm25Index, Retriever, TermCounts, import_bm25s, stopword_set
+import numpy as np
+chunks = [Chunk("a#0", "a", 0, "ferry strike in the harbour"), Chunk("b#0", "b", 0, "comet over the hills"),
+          Chunk("c#0", "c", 0, "tram strike at the airport")]
+config = Config(data_dir=None, gold=None, retrieval=RetrievalConfig(pipelines=("bm25",), k=(1,), candidate_depth=5))
+b = config.bm25
+bm25 = Bm25Index.from_counts(TermCounts.of_texts([c.text for c in chunks], stopword_set(b.stopwords)),
+                             b.k1, b.b, b.method, b.stopwords)
+ranking = Retriever(chunks, np.zeros((3, 0), np.float32), config, bm25=bm25).search("bm25", ["ferry strike"], None)[0]
+print(" ".join(ranking.doc_ids), import_bm25s().selection.JAX_IS_AVAILABLE)
+"""
+
+
+def test_a_bm25_run_does_not_import_an_installed_jax(tmp_path):
+    """bm25s imports JAX at its own import when JAX is installed (and JAX then compiles an XLA top-k and warns
+    about TPUs): a day with JAX visible took twice as long. The run's BM25 must neither import it nor let bm25s
+    think it is there."""
+    for name, text in FAKE_JAX.items():
+        (tmp_path / "site" / "jax").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "site" / "jax" / name).write_text(text, encoding="utf-8")
+    mark = tmp_path / "jax-imported"
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "FAKE_JAX_MARK": str(mark),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(repo), os.environ.get("PYTHONPATH", "")])}
+    check = subprocess.run([sys.executable, "-c", "import jax.lax"], env=env, capture_output=True, text=True,
+                           check=False)
+    assert check.returncode == 0 and mark.read_text() == "jax\n"  # the fake is what `import jax` finds
+    mark.unlink()
+
+    done = subprocess.run([sys.executable, "-c", BM25_RUN], env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert not mark.exists(), "the run imported jax"
+    assert done.stdout.split() == ["a", "c", "False"]  # both strike chunks, the ferry one first; no JAX top-k
+    assert "TPU" not in done.stderr and "jax" not in done.stderr.lower()

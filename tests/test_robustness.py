@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import cli, store
+from pipeline import cli, contract, store
 from pipeline.config import Config, EmbedderConfig, RerankConfig, RetrievalConfig, SourceConfig, to_toml
 from pipeline.corpus import CORPUS_FILE
 from pipeline.embeddings import Embedder, EmbedderError
@@ -97,12 +97,12 @@ def _missing_reranker(config: Config) -> tuple[Config, str]:
 
 
 BAD_INPUTS = {
-    "metrics extra column": damage(store.METRICS, lambda b: b.replace(b"n_questions", b"n_questions,extra", 1)),
-    "metrics BOM": damage(store.METRICS, lambda b: b"\xef\xbb\xbf" + b),
-    "metrics extra field": damage(store.METRICS, lambda b: b.replace(b"\n", b",surplus\n", 2)),
-    "runs bad date": damage(store.RUNS, lambda b: b.replace(b"\n2026-11-03,", b"\n2026-11-31,")),
-    "drift invalid UTF-8": damage(store.DRIFT, lambda b: b.replace(b"psi", b"p\xffsi", 1)),
-    "per_question truncated": damage(store.PER_QUESTION, lambda b: b[:-7]),
+    "metrics extra column": damage(contract.METRICS, lambda b: b.replace(b"n_questions", b"n_questions,extra", 1)),
+    "metrics BOM": damage(contract.METRICS, lambda b: b"\xef\xbb\xbf" + b),
+    "metrics extra field": damage(contract.METRICS, lambda b: b.replace(b"\n", b",surplus\n", 2)),
+    "runs bad date": damage(contract.RUNS, lambda b: b.replace(b"\n2026-11-03,", b"\n2026-11-31,")),
+    "drift invalid UTF-8": damage(contract.DRIFT, lambda b: b.replace(b"psi", b"p\xffsi", 1)),
+    "per_question truncated": damage(contract.PER_QUESTION, lambda b: b[:-7]),
     "corpus garbage": damage(CORPUS_FILE, lambda b: b"this is not a database " * 100),
     "data_dir a file": _data_dir_is_a_file,
     "gold missing": _missing_gold,
@@ -123,19 +123,24 @@ def test_bad_input_exits_2_naming_it_before_any_write(config, bad, capsys, monke
     assert stored(config.data_dir) == before  # byte-identical: nothing was written
 
 
-def test_a_run_drops_the_rows_of_an_interrupted_date_and_stale_temporaries(config, embedder, caplog):
-    # a run killed after per_question.csv and metrics.csv, before runs.csv
-    metrics = store.read(config.data_dir, store.METRICS)
+def test_a_run_quarantines_rows_no_run_accounts_for_and_removes_stale_temporaries(config, embedder, caplog):
+    # rows of a date without a runs.csv row and without a run journal: not a killed run (the journal would name it)
+    # but an edit, which recover cannot prove incomplete, so it moves them aside rather than drop them
+    metrics = store.read(config.data_dir, contract.METRICS)
     orphan = metrics[metrics["run_date"] == "2026-11-03"].assign(run_date="2026-11-05")
-    store.replace_date(config.data_dir, store.METRICS, "2026-11-05", orphan)
-    stale = config.data_dir / f".{store.PER_QUESTION}.4194305.tmp"  # above any pid: its writer is gone
+    store.replace_date(config.data_dir, contract.METRICS, "2026-11-05", orphan)
+    stale = config.data_dir / f".{contract.PER_QUESTION}.4194305.tmp"  # above any pid: its writer is gone
     stale.write_text("partial")
     with caplog.at_level("WARNING"):
         run_day(config, date.fromisoformat(NEXT_DAY), embedder=embedder)
     dates = store.read_metrics(config.data_dir)["run_date"].dt.strftime("%Y-%m-%d").unique().tolist()
     assert dates == ["2026-11-02", "2026-11-03", NEXT_DAY]
     assert not stale.exists()
-    assert "dropped the rows of 2026-11-05" in caplog.text
+    (moved,) = (config.data_dir / store.QUARANTINE_DIR).iterdir()
+    lines = moved.read_text().splitlines()
+    assert lines[0] == ",".join(contract.METRICS_COLUMNS) and len(lines) == 1 + len(orphan)
+    assert {line.split(",")[0] for line in lines[1:]} == {"2026-11-05"}
+    assert f"metrics.csv: {len(orphan)} rows of 2026-11-05" in caplog.text and moved.name in caplog.text
 
 
 def test_a_newline_in_an_event_note_keeps_reruns_of_the_latest_date_replacing(config, embedder):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import chunking, job, windows
+from pipeline import chunking, contract, job, windows
 from pipeline.config import Config, CorpusConfig, SourceConfig
 from pipeline.corpus import Corpus
 
@@ -125,7 +125,7 @@ def test_near_copies_flagged_only_on_the_kept_rows_give_the_same_drift_rows(tmp_
         monkeypatch.setattr(windows, "_sample", every_row)
         full = windows.drift_rows(config, corpus, embedder, day, snapshot, chunks, vectors, [])
     assert any(r["n_reference"] > 12 for r in full)  # the cap is in play
-    dup = [r for r in full if r["statistic"] == drift.DUPLICATES.name]
+    dup = [r for r in full if r["statistic"] == contract.DUPLICATE_SHARE]
     assert dup and not np.isnan(dup[0]["value"])
     same = lambda a, b: a == b or (a != a and b != b)  # noqa: E731 - NaN equals NaN here
     assert len(fast) == len(full)

@@ -8,8 +8,8 @@ from datetime import date
 import pandas as pd
 import pytest
 
-from pipeline import store
-from pipeline.alerts import ALERT, DRIFT, DROP, FLOOR, SLOW_DRIFT, WARNING
+from pipeline import contract, store
+from pipeline.contract import ALERT, DRIFT_RULE, DROP, FLOOR, SLOW_DRIFT, WARNING
 from pipeline.simulate import (FIRED_COLUMNS, INJECT, SIMULATED_PREFIX, Scenario, SimulationError, default_start,
                                fired_only_in_sandbox, read_pack)
 from pipeline.sources import FeedError
@@ -19,15 +19,15 @@ START = date(2026, 11, 10)
 
 def alerts(*rows) -> pd.DataFrame:
     """alerts.csv rows from (run_date, rule, pipeline, metric, severity)."""
-    frame = pd.DataFrame([{c: "" for c in store.ALERTS_COLUMNS} | {"run_date": d, "rule": r, "pipeline": p,
+    frame = pd.DataFrame([{c: "" for c in contract.ALERTS_COLUMNS} | {"run_date": d, "rule": r, "pipeline": p,
                                                                     "metric": m, "severity": s, "value": 0.5}
-                          for d, r, p, m, s in rows], columns=list(store.ALERTS_COLUMNS))
+                          for d, r, p, m, s in rows], columns=list(contract.ALERTS_COLUMNS))
     return frame.assign(run_date=pd.to_datetime(frame["run_date"]))
 
 
 ORIGINAL = alerts(
     ("2026-11-08", DROP, "bm25", "recall@5", ALERT),   # before the start: does not count
-    ("2026-11-11", DRIFT, "", "corpus", WARNING),       # fired in both: not an answer
+    ("2026-11-11", DRIFT_RULE, "", "corpus", WARNING),       # fired in both: not an answer
     ("2026-11-12", DROP, "hybrid", "mrr@5", WARNING),   # hybrid's drop, in another series than the sandbox's
 )
 SANDBOX = alerts(
@@ -35,7 +35,7 @@ SANDBOX = alerts(
     ("2026-11-10", DROP, "bm25", "recall@5", WARNING),  # new from the start: bm25's drop
     ("2026-11-11", DROP, "bm25", "hit@5", ALERT),       # the same condition in another series, escalated
     ("2026-11-11", DROP, "bm25", "recall@5", ALERT),
-    ("2026-11-11", DRIFT, "", "corpus", ALERT),
+    ("2026-11-11", DRIFT_RULE, "", "corpus", ALERT),
     ("2026-11-12", DROP, "hybrid", "recall@5", ALERT),  # one condition per pipeline: hybrid's drop fired in both
     ("2026-11-12", FLOOR, "dense", "recall@5", ALERT),  # floors are per series
     ("2026-11-12", FLOOR, "dense", "hit@5", WARNING),
@@ -66,7 +66,7 @@ def test_an_alert_before_the_start_in_the_original_does_not_hide_one_after_it():
 
 
 def test_no_alerts_anywhere_is_an_empty_answer_with_its_columns(tmp_path):
-    empty = store.read(tmp_path, store.ALERTS)  # no alerts.csv: the empty frame
+    empty = store.read(tmp_path, contract.ALERTS)  # no alerts.csv: the empty frame
     fired = fired_only_in_sandbox(empty, empty, START)
     assert fired.empty and list(fired.columns) == list(FIRED_COLUMNS)
 

@@ -19,7 +19,7 @@ from pipeline import __version__
 from pipeline.config import Config, ConfigError, SourceConfig, require_sources
 from pipeline.corpus import Corpus
 from pipeline.job import ingest
-from pipeline.store import MAX_ID_LENGTH
+from pipeline.contract import MAX_ID_LENGTH
 from pipeline.sources import (
     DEFAULT_USER_AGENT,
     Document,

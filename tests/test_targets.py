@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline import signals, store
+from pipeline import contract, signals, store
 from pipeline.cli import main
 from pipeline.config import ConfigError, TargetConfig, load_config
 from pipeline.corpus import Corpus
@@ -173,7 +173,7 @@ def test_every_target_scores_like_the_builtin_pipeline_it_wraps_and_failures_are
             assert np.allclose(mine["top1_score"], builtin["top1_score"])
         assert (mine["gold_missing"] == 0).all()
 
-    targets = store.read(data, store.TARGETS).set_index("target")
+    targets = store.read(data, contract.TARGETS).set_index("target")
     assert targets.loc["svc", "status"] == "ok" and targets.loc["bm25", "status"] == "ok"
     assert set(targets.index[targets["status"] == "failed"]) == {"down", "garbled", "slow"}
     assert "HTTP 500 after 2 attempts" in targets.loc["down", "message"]
@@ -184,12 +184,12 @@ def test_every_target_scores_like_the_builtin_pipeline_it_wraps_and_failures_are
 
     metrics = store.read_metrics(data)
     assert set(metrics["pipeline"]) == {"bm25", "dense", "svc", "flaky", "py", "trec", "ranked", "spans"}  # no zeros
-    alerts = store.read(data, store.ALERTS)
+    alerts = store.read(data, contract.ALERTS)
     failed = alerts[alerts["rule"] == "targets_failed"]
     assert sorted(failed["pipeline"]) == ["down", "garbled", "slow"] and (failed["severity"] == "alert").all()
     assert {o.name for o in result.failed_targets} == {"down", "garbled", "slow"}
 
-    sig = store.read(data, store.SIGNALS)
+    sig = store.read(data, contract.SIGNALS)
     margin = sig[(sig["signal"] == signals.GOLD_MARGIN) & sig["question_id"].notna()]
     by = {p: g.set_index(["k", "question_id"])["value"].sort_index() for p, g in margin.groupby("pipeline")}
     assert np.allclose(by["svc"], by["bm25"], equal_nan=True) and by["bm25"].notna().any()

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from pipeline.config import DriftConfig
-from pipeline import series, store, views
+from pipeline import contract, series, store, views
 from pipeline.views import alerts as alerts_views
 from pipeline.views import drift as drift_views
 from pipeline.views import overview as overview_views
@@ -32,7 +32,7 @@ D1, D2, D3, D4, D5 = "2026-11-02", "2026-11-03", "2026-11-04", "2026-11-05", "20
 def stored(tmp_path: Path, name: str, rows: list[dict]) -> pd.DataFrame:
     """`rows` written through the store and read back, so the frame has the readers' real dtypes."""
     folder = tmp_path / name.removesuffix(".csv")
-    full = [{c: r.get(c, "") for c in store.SCHEMAS[name]} for r in rows]
+    full = [{c: r.get(c, "") for c in contract.SCHEMAS[name]} for r in rows]
     for day in sorted({r["run_date"] for r in full}):
         store.replace_date(folder, name, day, [r for r in full if r["run_date"] == day])
     return store.read(folder, name)
@@ -127,18 +127,18 @@ def test_gold_questions_are_empty_without_a_gold_file(tmp_path):
 
 
 def test_open_alerts_are_the_latest_runs_alert_rows_alerts_first(tmp_path):
-    alerts = stored(tmp_path, store.ALERTS, [alert(D1), alert(D2, rule="psi", pipeline="", series="psi_mean",
+    alerts = stored(tmp_path, contract.ALERTS, [alert(D1), alert(D2, rule="psi", pipeline="", series="psi_mean",
                                                                  severity="warning"), alert(D2, pipeline="q")])
-    runs = stored(tmp_path, store.RUNS, [run(D1), run(D2)])
+    runs = stored(tmp_path, contract.RUNS, [run(D1), run(D2)])
     rows = views.open_alerts(alerts, runs)
     assert rows["severity"].tolist() == ["alert", "warning"] and rows["pipeline"].tolist() == ["q", ""]
     assert (rows["run_date"] == pd.Timestamp(D2)).all()
-    later = stored(tmp_path / "later", store.RUNS, [run(D1), run(D2), run(D3)])
+    later = stored(tmp_path / "later", contract.RUNS, [run(D1), run(D2), run(D3)])
     assert views.open_alerts(alerts, later).empty  # the latest run fired nothing
 
 
 def test_alert_points_merge_the_rules_of_one_day(tmp_path):
-    alerts = stored(tmp_path, store.ALERTS, [
+    alerts = stored(tmp_path, contract.ALERTS, [
         alert(D1, severity="warning", rule="floor", message="below floor", value=0.4),
         alert(D1, severity="alert", rule="drop", message="fell 20%", value=0.4),
         alert(D2, pipeline="other"), alert(D2, series="mrr@5")])
@@ -151,7 +151,7 @@ def test_alert_points_merge_the_rules_of_one_day(tmp_path):
 
 
 def test_filter_alerts_and_counts(tmp_path):
-    alerts = stored(tmp_path, store.ALERTS, [alert(D1), alert(D2, severity="warning", rule="psi", pipeline=""),
+    alerts = stored(tmp_path, contract.ALERTS, [alert(D1), alert(D2, severity="warning", rule="psi", pipeline=""),
                                              alert(D3), alert(D3, pipeline="q")])
     assert len(alerts_views.filter_alerts(alerts)) == 4
     assert alerts_views.filter_alerts(alerts, severities=["warning"])["rule"].tolist() == ["psi"]
@@ -166,7 +166,7 @@ def test_filter_alerts_and_counts(tmp_path):
 
 
 def test_run_events_and_last_run(tmp_path):
-    runs = stored(tmp_path, store.RUNS, [run(D1), run(D2, events="new chunker"), run(D3, total=12)])
+    runs = stored(tmp_path, contract.RUNS, [run(D1), run(D2, events="new chunker"), run(D3, total=12)])
     events = views.run_events(runs)
     assert events["run_date"].tolist() == [pd.Timestamp(D2)] and events["events"].tolist() == ["new chunker"]
     assert views.last_run(runs)["docs_total"] == 12
@@ -185,8 +185,8 @@ def test_a_slow_decline_is_not_ok_though_each_run_is_close_to_the_last(tmp_path)
     # last run 0.61 is 24% below it and 0.07 (10%) below a week ago, far past the 10% practical threshold.
     days = consecutive_days(30)
     values = [0.9 - 0.01 * i for i in range(30)]
-    metrics = stored(tmp_path, store.METRICS, [metric(d, v) for d, v in zip(days, values)])
-    alerts = stored(tmp_path, store.ALERTS, [alert(days[0])])  # an old alert does not colour today
+    metrics = stored(tmp_path, contract.METRICS, [metric(d, v) for d, v in zip(days, values)])
+    alerts = stored(tmp_path, contract.ALERTS, [alert(days[0])])  # an old alert does not colour today
     config = AlertsConfig(reference_runs=20)
     verdict = overview_views.verdict(metrics, alerts, "p", 5, config, names=("recall",))
     status = verdict.series[0]
@@ -201,9 +201,9 @@ def test_a_slow_decline_is_not_ok_though_each_run_is_close_to_the_last(tmp_path)
 
 def test_an_alert_on_the_latest_run_makes_the_pipeline_red_and_names_the_rule(tmp_path):
     days = consecutive_days(3)
-    metrics = stored(tmp_path, store.METRICS, [metric(d, 0.8) for d in days] + [metric(d, 0.9, pipeline="b")
+    metrics = stored(tmp_path, contract.METRICS, [metric(d, 0.8) for d in days] + [metric(d, 0.9, pipeline="b")
                                                                                for d in days])
-    alerts = stored(tmp_path, store.ALERTS, [alert(days[-1], rule="floor", series="recall@5")])
+    alerts = stored(tmp_path, contract.ALERTS, [alert(days[-1], rule="floor", series="recall@5")])
     ok, red = (overview_views.verdict(metrics, alerts, p, 5, AlertsConfig(), names=("recall",)) for p in ("b", "p"))
     assert (red.status, ok.status) == ("alert", "ok")
     assert red.reason == f"floor on recall@5 since {days[-1]}." and red.series[0].severity == "alert"
@@ -212,11 +212,11 @@ def test_an_alert_on_the_latest_run_makes_the_pipeline_red_and_names_the_rule(tm
 
 
 def test_one_condition_is_one_incident_with_its_daily_values(tmp_path):
-    runs = stored(tmp_path, store.RUNS, [run(D1, events="injected 40 documents"), run(D2), run(D3), run(D4)])
+    runs = stored(tmp_path, contract.RUNS, [run(D1, events="injected 40 documents"), run(D2), run(D3), run(D4)])
     rows = [alert(D1, rule="drift", pipeline="", series="corpus", value=0.4),
             *(alert(d, value=v) | {"since": D2} for d, v in ((D2, 0.5), (D3, 0.45), (D4, 0.4))),
             alert(D2, series="mrr@5", severity="warning") | {"since": D2}]
-    alerts = stored(tmp_path, store.ALERTS, [{**r, "since": r.get("since", r["run_date"])} for r in rows])
+    alerts = stored(tmp_path, contract.ALERTS, [{**r, "since": r.get("since", r["run_date"])} for r in rows])
     table = alerts_views.incidents(alerts, runs)
     assert len(table) == 2  # the drift, and p's drop whichever of its series showed it (alerts.condition_of)
     drop = table[table["rule"] == "drop"].iloc[0]
@@ -234,10 +234,10 @@ def test_one_condition_is_one_incident_with_its_daily_values(tmp_path):
 def test_trend_draws_the_rules_own_band_for_watched_series(tmp_path):
     days = (D1, D2, D3, D4, D5)
     values = {"q1": (1, 1, 1, 1, 0), "q2": (1, 0, 1, 1, 0), "q3": (0, 1, 1, 0, 0)}
-    per_question = stored(tmp_path, store.PER_QUESTION, [question(d, q, v[i], 1) for q, v in values.items()
+    per_question = stored(tmp_path, contract.PER_QUESTION, [question(d, q, v[i], 1) for q, v in values.items()
                                                           for i, d in enumerate(days)])
     means = [sum(v[i] for v in values.values()) / 3 for i in range(5)]
-    metrics = stored(tmp_path, store.METRICS, [metric(d, m) for d, m in zip(days, means)])
+    metrics = stored(tmp_path, contract.METRICS, [metric(d, m) for d, m in zip(days, means)])
     config = AlertsConfig(window=3, floors={"recall@5": 0.4}, metrics=("recall@5",))
     trend = trends_views.trend(metrics, per_question, "recall", 5, ["p"], config, ks=(1, 5)).set_index("run_date")
     key = series.SeriesKey("p", REGISTRY["recall"], 5)
@@ -257,8 +257,8 @@ def test_trend_draws_the_rules_own_band_for_watched_series(tmp_path):
 
 
 def test_trend_of_an_unwatched_series_draws_no_band(tmp_path):
-    metrics = stored(tmp_path, store.METRICS, [metric(d, 0.5, name="unjudged") for d in (D1, D2, D3, D4)])
-    per_question = stored(tmp_path, store.PER_QUESTION, [question(d, "q1", 0.5, 1) for d in (D1, D2, D3, D4)])
+    metrics = stored(tmp_path, contract.METRICS, [metric(d, 0.5, name="unjudged") for d in (D1, D2, D3, D4)])
+    per_question = stored(tmp_path, contract.PER_QUESTION, [question(d, "q1", 0.5, 1) for d in (D1, D2, D3, D4)])
     trend = trends_views.trend(metrics, per_question, "unjudged", 5, ["p"], AlertsConfig(window=3), ks=(5,))
     assert trend["edge"].isna().all() and trend["baseline"].isna().all()
     assert not trend["watched"].any()  # the default watched series are hit, recall, mrr, ndcg
@@ -279,7 +279,7 @@ def questions(tmp_path) -> pd.DataFrame:
             question(D1, "q3", 1.0, 1, retrieved="g3 x"), question(D2, "q3", 1.0, 2, retrieved="x g3"),
             question(D1, "q4", 1.0, 2), question(D2, "q4", 1.0, 2),
             question(D1, "q1", 1.0, 1, k=1, retrieved="g1"), question(D2, "q1", 0.0, 0, k=1, retrieved="x")]
-    return stored(tmp_path, store.PER_QUESTION, rows)
+    return stored(tmp_path, contract.PER_QUESTION, rows)
 
 
 def test_regressed_questions_worst_first(questions):
@@ -328,7 +328,7 @@ def test_displacing_documents_are_those_that_overtook_a_gold_document(questions)
 
 def test_a_second_gold_document_pushed_out_below_the_first_is_displaced(tmp_path):
     # the demo's q19 on dense: eco-007 stays first, eco-011 (5th) leaves the top 5 when dup-207 and eco-071 come in
-    rows = stored(tmp_path, store.PER_QUESTION, [
+    rows = stored(tmp_path, contract.PER_QUESTION, [
         question(D1, "q19", 1.0, 1, retrieved="eco-007 eco-021 pol-001 eco-011 tech-015"),
         question(D2, "q19", 0.5, 1, retrieved="eco-007 dup-207 eco-071 eco-021 pol-001")])
     table = questions_views.displacing(rows, "q19", "p", 5, date(2026, 11, 2), date(2026, 11, 3),
@@ -424,7 +424,7 @@ def test_drift_series_keep_the_requested_order_and_find_the_reference(tmp_path):
     rows = [{"run_date": d, "statistic": s, "value": v, "reference_date": D1, "n_reference": 10, "n_current": 10}
             for d in (D1, D2) for s, v in (("psi_mean", 0.1), ("psi_max", 0.3), ("top1_cosine_dense", 0.6),
                                            ("top1_cosine_hybrid", 0.5))]
-    drift = stored(tmp_path, store.DRIFT, rows)
+    drift = stored(tmp_path, contract.DRIFT, rows)
     series = drift_views.drift_series(drift, ["psi_max", "psi_mean"])
     assert series["statistic"].tolist() == ["psi_max", "psi_max", "psi_mean", "psi_mean"]
     assert drift_views.top1_statistics(drift) == {"top1_cosine_dense": "dense", "top1_cosine_hybrid": "hybrid"}
@@ -442,7 +442,7 @@ def test_the_drift_conclusion_says_whether_the_rule_pages(tmp_path):
                 "p_value": p, "null_value": 0.1, "threshold": 0.3, "verdict": verdict, "detail": "40 novel chunks"}
 
     config = DriftConfig()
-    drift = stored(tmp_path, store.DRIFT, [row(D1, "drifted"), row(D2, "drifted")])
+    drift = stored(tmp_path, contract.DRIFT, [row(D1, "drifted"), row(D2, "drifted")])
     tones = []
     for day in (D1, D2):
         tone, sentence = drift_views.conclusion(drift_views.drift_verdicts(drift, date.fromisoformat(day)),
@@ -450,15 +450,15 @@ def test_the_drift_conclusion_says_whether_the_rule_pages(tmp_path):
         tones.append(tone)
     assert tones == [drift_views.DRIFTED_NOT_CONFIRMED, drift_views.DRIFTED_CONFIRMED]
     assert "Confirmed: drifted in 2 of the last 2 disjoint windows" in sentence
-    alone = stored(tmp_path / "alone", store.DRIFT, [row(D1, "drifted", p=0.001)])
+    alone = stored(tmp_path / "alone", contract.DRIFT, [row(D1, "drifted", p=0.001)])
     tone, sentence = drift_views.conclusion(drift_views.drift_verdicts(alone), drift_views.confirmation(alone, D1, config),
                                             config)
     assert tone == drift_views.DRIFTED_CONFIRMED and "Confirmed on its own day" in sentence
 
 
 def test_side_by_side_joins_original_and_simulated(tmp_path):
-    original = stored(tmp_path / "a", store.METRICS, [metric(D1, 0.5), metric(D2, 0.6)])
-    simulated = stored(tmp_path / "b", store.METRICS, [metric(D1, 0.5), metric(D2, 0.4)])
+    original = stored(tmp_path / "a", contract.METRICS, [metric(D1, 0.5), metric(D2, 0.6)])
+    simulated = stored(tmp_path / "b", contract.METRICS, [metric(D1, 0.5), metric(D2, 0.4)])
     table = simulate_views.side_by_side(views.metric_series(original, "recall", 5), views.metric_series(simulated, "recall", 5),
                                "pipeline")
     assert table["change"].tolist() == pytest.approx([0.0, -0.2])
@@ -477,7 +477,8 @@ def test_sandbox_info_describes_the_scenario(tmp_path):
     from pipeline.simulate import Scenario, prepare_sandbox
 
     source = tmp_path / "store"
-    store.replace_date(source, store.RUNS, D1, [run(D1) | {c: "" for c in store.RUNS_COLUMNS if c not in run(D1)}])
+    store.replace_date(source, contract.RUNS, D1,
+                       [run(D1) | {c: "" for c in contract.RUNS_COLUMNS if c not in run(D1)}])
     Corpus.in_dir(source).close()
     sandbox = tmp_path / "sandbox"
     prepare_sandbox(source, sandbox, Scenario("delete", date(2026, 11, 2), before=date(2026, 11, 1)))
@@ -502,7 +503,7 @@ WEEK = "2026-W47"  # Monday 2026-11-16 to Sunday 2026-11-22; the previous week i
 
 
 def test_weekly_means_against_the_previous_week(tmp_path):
-    metrics = stored(tmp_path, store.METRICS, [
+    metrics = stored(tmp_path, contract.METRICS, [
         metric("2026-11-10", 0.8), metric("2026-11-16", 0.4), metric("2026-11-22", 0.6), metric("2026-11-23", 0.0),
         metric("2026-11-10", 0.5, name="unjudged"), metric("2026-11-17", 0.4, name="unjudged"),
         metric("2026-11-17", 0.9, pipeline="new")])
@@ -513,12 +514,12 @@ def test_weekly_means_against_the_previous_week(tmp_path):
     assert recall["better"] is False or recall["better"] == False  # noqa: E712 (numpy bool)
     assert bool(weekly.loc[("p", "unjudged"), "better"])  # unjudged fell: better
     assert weekly.loc[("new", "recall"), "better"] is None and math.isnan(weekly.loc[("new", "recall"), "previous"])
-    assert weekly_views.weeks(stored(tmp_path, store.RUNS, [run("2026-11-10"), run("2026-11-16"), run("2026-11-22")])) == [
-        "2026-W46", "2026-W47"]
+    runs = stored(tmp_path, contract.RUNS, [run("2026-11-10"), run("2026-11-16"), run("2026-11-22")])
+    assert weekly_views.weeks(runs) == ["2026-W46", "2026-W47"]
 
 
 def test_week_regressions_and_corpus(tmp_path):
-    per_question = stored(tmp_path, store.PER_QUESTION, [
+    per_question = stored(tmp_path, contract.PER_QUESTION, [
         question("2026-11-10", "q1", 1.0, 1), question("2026-11-11", "q1", 1.0, 1),
         question("2026-11-17", "q1", 0.0, 0),
         question("2026-11-10", "q2", 0.5, 2), question("2026-11-17", "q2", 1.0, 1),
@@ -527,7 +528,7 @@ def test_week_regressions_and_corpus(tmp_path):
     table = weekly_views.week_regressions(per_question, WEEK, 5)
     assert table["question_id"].tolist() == ["q1", "q3"] and table["change"].tolist() == [-1.0, -0.5]
     assert weekly_views.week_regressions(per_question, WEEK, 5, top=1)["question_id"].tolist() == ["q1"]
-    runs = stored(tmp_path, store.RUNS, [run("2026-11-15", total=100), run("2026-11-16", total=110, new=10),
+    runs = stored(tmp_path, contract.RUNS, [run("2026-11-15", total=100), run("2026-11-16", total=110, new=10),
                                          run("2026-11-18", total=105, new=5, deleted=10, failed=1)])
     week = weekly_views.week_corpus(runs, WEEK)
     assert (week.runs, week.docs_new, week.docs_deleted, week.docs_start, week.docs_end) == (2, 15, 10, 100, 105)
@@ -549,7 +550,7 @@ def test_open_alerts_are_one_line_per_condition_with_since_and_the_worst_series(
         return {**alert(D5, pipeline=pipeline, series=series, severity=severity, rule=rule,
                         message=message or f"{rule} {pipeline} {series}"), "change_pct": change, "since": since}
 
-    rows = stored(tmp_path, store.ALERTS, [
+    rows = stored(tmp_path, contract.ALERTS, [
         row("slow_drift", "bm25", "mrr@5", -13.8, D1), row("slow_drift", "bm25", "ndcg@5", -15.0, D1),
         row("slow_drift", "bm25", "recall@5", 11.1, D2, severity="warning"),  # |change| decides, not the sign
         row("slow_drift", "dense", "hit@5", -10.2, D4, severity="warning"),

@@ -8,7 +8,7 @@ from datetime import date, timedelta
 import pandas as pd
 import pytest
 
-from pipeline import store, windows
+from pipeline import contract, store, windows
 from pipeline.config import Config, DriftConfig
 from pipeline.corpus import Corpus
 from pipeline.sources import Document
@@ -72,8 +72,8 @@ def test_the_reference_leaves_out_the_documents_of_a_burst(tmp_path):
     with Corpus.in_dir(tmp_path) as corpus:
         for i in range(9):
             corpus.ingest([_document(f"d{i}a"), _document(f"d{i}b")], day(i))
-        store.write_table(tmp_path, store.DRIFT, [
-            {**{c: "" for c in store.DRIFT_COLUMNS}, "run_date": day(i).isoformat(), "statistic": "novel_share",
+        store.write_table(tmp_path, contract.DRIFT, [
+            {**{c: "" for c in contract.DRIFT_COLUMNS}, "run_date": day(i).isoformat(), "statistic": "novel_share",
              "value": 0.5, "current_start": day(i).isoformat(), "p_value": 0.01,
              "verdict": "drifted" if i == 5 else "stable"} for i in range(1, 8)])
         found = windows._window_versions(config, corpus, day(8), lambda versions: 10 ** 6)

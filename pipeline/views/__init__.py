@@ -15,19 +15,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.alerts import ALERT, CORPUS_METRIC, WARNING, condition_of
+from pipeline.alerts import condition_of
 from pipeline.config import DEFAULT_CONFIG_FILE, ENV_CONFIG, ENV_DATA_DIR, Config, load_config
+from pipeline.contract import (CORPUS_METRIC, EVENTS, K, MESSAGE, METRIC, PIPELINE, RULE, RUN_DATE, SEVERITIES,
+                               SEVERITY, VALUE)
 from pipeline.demo import DEMO_CONFIG
 from pipeline.gold import GoldQuestion, load_gold
 from pipeline.metrics import metric_info
 from pipeline import store
-# Column names, re-exported so that a page reads them from the views it renders.
-from pipeline.store import (DOCS_TOTAL, EVENTS, K, MESSAGE, METRIC, PIPELINE, QUESTION_ID,  # noqa: F401
-                            RULE, RUN_DATE, SEVERITY, STATISTIC, VALUE)
 
 METRIC_LABELS = {"hit": "hit rate", "recall": "recall", "precision": "precision", "mrr": "MRR", "ndcg": "nDCG",
                  "unjudged": "unjudged share"}
-SEVERITY_RANK = {WARNING: 1, ALERT: 2}  # 0: no alert
+SEVERITY_RANK = {severity: rank for rank, severity in enumerate(SEVERITIES, start=1)}  # 0: no alert
 SEVERITY_OF_RANK = {rank: severity for severity, rank in SEVERITY_RANK.items()}
 
 

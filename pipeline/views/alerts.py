@@ -9,7 +9,7 @@ from datetime import date
 import pandas as pd
 
 from pipeline.alerts import condition_of
-from pipeline.store import EVENTS, MESSAGE, METRIC, PIPELINE, RULE, RUN_DATE, SEVERITY, VALUE
+from pipeline.contract import EVENTS, MESSAGE, METRIC, PIPELINE, RULE, RUN_DATE, SEVERITY, VALUE
 from pipeline.views import SEVERITY_OF_RANK, SEVERITY_RANK, between, run_events
 
 

@@ -15,13 +15,10 @@ import pandas as pd
 from pipeline import store
 from pipeline.answers import (BOTH_FINE, CONTRADICTED, GENERATION_MISS, HEURISTIC, JUDGE, LAYERS, RETRIEVAL_MISS,
                               SUPPORTED, UNDETERMINED, VERDICTS, Label)
-from pipeline.store import K, METRIC, PIPELINE, QUESTION_ID, RUN_DATE, VALUE
+from pipeline.contract import GOLD_IN_CONTEXT, K, LAYER, METRIC, PIPELINE, QUESTION_ID, RUN_DATE, SOURCE, VALUE
 from pipeline.views import _day, values_of
 
-SOURCE = "source"
 SERIES = "series"  # the long frames' line name, as the charts group them
-GOLD_IN_CONTEXT = "gold_in_context"
-LAYER = "layer"
 # The generation layer's series, in the order the chart lists them: (source, metric) -> label.
 GENERATION_SERIES = {
     (JUDGE, "faithfulness"): "faithfulness (judge)",

@@ -16,7 +16,8 @@ from pipeline import store
 from pipeline.alerts import DriftConfirmation, confirm_drift, drift_windows
 from pipeline.config import Config, DriftConfig
 from pipeline.corpus import CORPUS_FILE, Corpus, text_hash
-from pipeline.store import (REFERENCE_DATE, RUN_DATE, STATISTIC, VALUE)
+from pipeline.contract import (CONTEXT, DRIFT, DRIFTED, NOT_ENOUGH_DATA, QUERY_PREFIX, REFERENCE_DATE, RUN_DATE,
+                               STATISTIC, TOP1_COSINE, VALUE, VERDICT)
 from pipeline.views import _day
 
 
@@ -38,17 +39,15 @@ def drift_verdicts(drift: pd.DataFrame, day: date | None = None) -> pd.DataFrame
     """The Drift page's verdict table for one run (the latest when `day` is None): per statistic of the
     family, its value, its null's 95% quantile at that run's sample sizes, the effect-size line, the
     Holm-adjusted p-value, the verdict and, when drifted, what is new. Context statistics are left out."""
-    from pipeline.drift import CONTEXT
-
     if drift.empty:
         return pd.DataFrame(columns=list(VERDICT_COLUMNS))
     when = pd.Timestamp(day) if day is not None else drift[RUN_DATE].max()
-    rows = drift[(drift[RUN_DATE] == when) & (drift["verdict"].fillna("") != CONTEXT)]
-    rows = rows[~rows[STATISTIC].astype(str).str.startswith("query_")]
+    rows = drift[(drift[RUN_DATE] == when) & (drift[VERDICT].fillna("") != CONTEXT)]
+    rows = rows[~rows[STATISTIC].astype(str).str.startswith(QUERY_PREFIX)]
     return pd.DataFrame({
         "statistic": rows[STATISTIC], "value": rows[VALUE], "null 95%": rows["null_value"],
         "effect line": rows["threshold"], "p (Holm)": rows["p_value"],
-        "verdict": rows["verdict"].str.replace("_", " "), "what is new": rows["detail"].fillna(""),
+        "verdict": rows[VERDICT].str.replace("_", " "), "what is new": rows["detail"].fillna(""),
     }).reset_index(drop=True)
 
 
@@ -76,9 +75,7 @@ def drift_against_null(drift: pd.DataFrame, statistic: str) -> pd.DataFrame:
 
 def top1_statistics(drift: pd.DataFrame) -> dict[str, str]:
     """The question-top1 cosine statistics present (top1_cosine_<pipeline>), each with its pipeline."""
-    from pipeline.drift import TOP1_COSINE  # drift imports scipy: only the pages that show drift pay for it
-
-    prefix = f"{TOP1_COSINE.name}_"
+    prefix = f"{TOP1_COSINE}_"
     return {s: s.removeprefix(prefix) for s in sorted(drift[STATISTIC].unique()) if str(s).startswith(prefix)}
 
 
@@ -160,7 +157,7 @@ def conclusion(verdicts: pd.DataFrame, confirmed: DriftConfirmation, config: Dri
     confirmed" (the rule's warning), "stable" or "not enough data". `confirmed`: `confirmation` of the run."""
     if verdicts.empty:
         return NOT_ENOUGH_TONE, "No drift statistics for this run yet."
-    drifted = verdicts[verdicts["verdict"] == "drifted"]
+    drifted = verdicts[verdicts["verdict"] == DRIFTED]
     if len(drifted):
         names = ", ".join(drifted["statistic"])
         new = next((d for d in drifted["what is new"] if d), "")  # the details repeat one another: the first
@@ -168,7 +165,7 @@ def conclusion(verdicts: pd.DataFrame, confirmed: DriftConfirmation, config: Dri
         sentence = f"Drifted: {names} passed both the null and the effect line" + (f". New: {new}" if new else "")
         tone = DRIFTED_CONFIRMED if confirmed.confirmed else DRIFTED_NOT_CONFIRMED
         return tone, f"{sentence}. {confirmed.describe(config)}."
-    if (verdicts["verdict"] == "not enough data").all():
+    if (verdicts["verdict"] == NOT_ENOUGH_DATA.replace("_", " ")).all():
         return NOT_ENOUGH_TONE, "Not enough new chunks in the window to test against the reference."
     return STABLE_TONE, ("Stable: no statistic is both significant after Holm's correction and past its effect line "
                          "(the window's new content is like the reference's).")
@@ -219,26 +216,36 @@ class Projection:
 
 
 def embedding_projection(data_dir: Path, config: Config, reference: Window, current: Window,
-                         cap: int = 1500, seed: int = 0) -> Projection:
-    """The chunks of the documents first seen in each window (as the job chunks them, what the drift statistics
-    compare), at most `cap` per side (seeded), with the vectors the job cached under the configured embedder,
-    on the reference's first two principal components. Read-only: a chunk without a cached vector is left
-    out and counted rather than embedded (embed_cached would load the model and write the cache)."""
+                         cap: int | None = None) -> Projection:
+    """The chunks the drift statistics compared: each window's entered documents (the reference less the drifted
+    windows it leaves out, `windows.left_out`), chunked as the job chunks them and sampled by the same seeded
+    draw of whole documents (`drift.kept_rows`, at most `cap` chunks, `drift.sample_cap` by default), with the
+    vectors the job cached under the configured embedder, on the reference's first two principal components.
+    Read-only: a chunk without a cached vector is left out and counted rather than embedded (embed_cached would
+    load the model and write the cache)."""
+    from datetime import timedelta
+
+    from pipeline import drift, windows
+    from pipeline.chunking import chunk_documents
     from pipeline.drift import project
     from pipeline.embeddings import Embedder
-    from pipeline.chunking import chunk_documents
 
     key = Embedder(config.embedder).key
+    d = config.drift
+    left_out = windows.left_out(store.read(data_dir, DRIFT), current.end)
     sides: dict[str, tuple[np.ndarray, list]] = {}
     missing = 0
     with Corpus.in_dir(data_dir, readonly=True) as corpus:
-        for side, window in (("reference", reference), ("current", current)):
-            fresh = [d for d in corpus.snapshot(window.end) if window.start.isoformat() <= d.first_seen
-                     <= window.end.isoformat()]
-            chunks = chunk_documents(config, fresh)
-            rng = np.random.default_rng(seed)
-            keep = (np.sort(rng.choice(len(chunks), size=cap, replace=False)) if len(chunks) > cap
-                    else range(len(chunks)))
+        for side, window, seed in (("reference", reference, d.seed), ("current", current, drift.current_seed(d))):
+            versions = corpus.entered_versions(window.start - timedelta(days=1), window.end)
+            if side == "reference":
+                versions = windows.without(versions, left_out)
+            chunked: dict = {}
+            chunk_documents(config, corpus.read_versions(versions), chunked)
+            per_version = [chunked.get((doc_id, h), []) for doc_id, h, _ in versions]
+            chunks = [c for some in per_version for c in some]
+            keep = drift.kept_rows([len(some) for some in per_version], cap or d.sample_cap, seed,
+                                   d.max_chunks_per_document)
             chosen = [chunks[i] for i in keep]
             hashes = [text_hash(c.text) for c in chosen]
             found = corpus.cached_embeddings(key, hashes)

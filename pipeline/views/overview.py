@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 
 from pipeline import series
-from pipeline.alerts import ALERT, WARNING
+from pipeline.contract import ALERT, WARNING
 from pipeline.config import AlertsConfig
 from pipeline.metrics import metric_info
-from pipeline.store import K, METRIC, PIPELINE, RULE, RUN_DATE, SEVERITY, VALUE
+from pipeline.contract import K, METRIC, PIPELINE, RULE, RUN_DATE, SEVERITY, VALUE
 from pipeline.views import SEVERITY_OF_RANK, SEVERITY_RANK, metric_label, open_conditions, series_name, values_of
 
 HEADLINE_METRICS = ("hit", "recall", "mrr", "ndcg")  # the Overview's cards

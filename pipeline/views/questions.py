@@ -14,8 +14,7 @@ import pandas as pd
 from pipeline import store
 from pipeline.corpus import Corpus, CorpusError
 from pipeline.metrics import metric_info
-from pipeline.store import (FIRST_RANK, K, PIPELINE, QUESTION_ID,
-                            RETRIEVED, RUN_DATE)
+from pipeline.contract import FIRST_RANK, K, PIPELINE, QUESTION_ID, RETRIEVED, RUN_DATE
 from pipeline.views import _day, between, question_column, safe_url
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline import store
+from pipeline import contract
+from pipeline.contract import PIPELINE, RUN_DATE, VALUE
 from pipeline.sources import FEED_SUFFIXES
-from pipeline.store import PIPELINE, RUN_DATE, VALUE
 
 PACK_TYPES = FEED_SUFFIXES  # what the page's uploader accepts as a feed file to inject
 
@@ -40,7 +40,7 @@ def sandbox_info(sandbox: Path, source: Path) -> SandboxInfo | None:
     from pipeline.simulate import SANDBOX_FILE, Scenario
 
     path = Path(sandbox) / SANDBOX_FILE
-    if not path.is_file() or not (Path(sandbox) / store.RUNS).exists():
+    if not path.is_file() or not (Path(sandbox) / contract.RUNS).exists():
         return None
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))

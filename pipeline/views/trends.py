@@ -11,7 +11,7 @@ import pandas as pd
 from pipeline import series
 from pipeline.config import AlertsConfig
 from pipeline.metrics import metric_info
-from pipeline.store import (K, METRIC, PIPELINE, RUN_DATE, VALUE)
+from pipeline.contract import K, METRIC, PIPELINE, RUN_DATE, VALUE
 from pipeline.views import (between, series_name, values_of)
 
 

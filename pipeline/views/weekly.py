@@ -11,8 +11,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.metrics import metric_info
-from pipeline.store import (DOCS_TOTAL, K, METRIC, PIPELINE, QUESTION_ID,
-                            RUN_DATE, VALUE)
+from pipeline.contract import DOCS_TOTAL, K, METRIC, PIPELINE, QUESTION_ID, RUN_DATE, VALUE
 from pipeline.views import _day, between, question_column
 
 

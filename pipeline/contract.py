@@ -1,0 +1,145 @@
+"""The data directory's contract, the boundary between the job and the app: every CSV's file name, columns and
+column types, and the values the columns carry (run and target statuses, drift verdicts and statistic names,
+alert rules and severities). `docs/concepts.md` is its full text.
+
+Standard library only (nothing at all, in fact): config and alerts import it at their own import."""
+
+from __future__ import annotations
+
+# --- files --------------------------------------------------------------------------------------------------
+
+RUNS = "runs.csv"
+METRICS = "metrics.csv"
+PER_QUESTION = "per_question.csv"
+DRIFT = "drift.csv"
+ALERTS = "alerts.csv"
+SIGNALS = "signals.csv"
+TARGETS = "targets.csv"
+GENERATION = "generation.csv"  # the answer layer (pipeline/answers.py): per run and metric
+PER_ANSWER = "per_answer.csv"  # per answered question
+AGREEMENT = "agreement.csv"  # judge or heuristic against human labels
+ANSWERS_DIR = "answers"  # answers/YYYY-MM-DD.jsonl: the full answer records (text, contexts, claims)
+
+# --- columns ------------------------------------------------------------------------------------------------
+
+RUNS_COLUMNS = (
+    "run_date", "run_id", "started_at", "finished_at", "status", "feeds_ok", "feeds_failed",
+    "docs_new", "docs_updated", "docs_deleted", "docs_total", "chunks_total", "chunks_embedded",
+    "seconds", "model", "config_hash", "events",
+)
+METRICS_COLUMNS = ("run_date", "pipeline", "k", "metric", "value", "n_questions")
+PER_QUESTION_COLUMNS = (
+    "run_date", "pipeline", "k", "question_id", "hit", "recall", "precision", "rr", "ndcg",
+    "unjudged", "first_relevant_rank", "top1_score", "retrieved", "gold_missing",
+)
+DRIFT_COLUMNS = ("run_date", "statistic", "value", "reference_date", "n_reference", "n_current",
+                 "reference_start", "current_start", "p_value", "null_value", "threshold", "verdict", "detail")
+ALERTS_COLUMNS = (
+    "run_date", "rule", "pipeline", "metric", "value", "baseline", "change_pct", "threshold",
+    "severity", "message", "since", "p_value",
+)
+# The label-free early warnings (pipeline/signals.py); question_id is empty on a per-run row.
+SIGNALS_COLUMNS = ("run_date", "pipeline", "k", "question_id", "signal", "value")
+# One row per configured target and run: ok, or failed and why (a failed target has no metric rows that day).
+TARGETS_COLUMNS = ("run_date", "target", "kind", "status", "n_questions", "seconds", "message")
+
+# The answer layer (see pipeline/answers.py and docs/answers.md).
+GENERATION_COLUMNS = ("run_date", "pipeline", "source", "metric", "value", "n", "undetermined")
+PER_ANSWER_COLUMNS = (
+    "run_date", "pipeline", "question_id", "gold_in_context", "faithfulness", "faithfulness_state", "n_claims",
+    "n_supported", "n_contradicted", "answer_relevance", "reverse_relevance", "noncommittal", "k_precision",
+    "unsupported", "citations_invalid", "citation_missing", "refusal", "qa_cosine", "layer",
+)
+AGREEMENT_COLUMNS = ("run_date", "metric", "judge", "level", "n", "agreement", "kappa", "tpr", "fpr", "tp", "fp",
+                     "fn", "tn", "trusted", "labels_file")
+
+SCHEMAS: dict[str, tuple[str, ...]] = {
+    RUNS: RUNS_COLUMNS,
+    METRICS: METRICS_COLUMNS,
+    PER_QUESTION: PER_QUESTION_COLUMNS,
+    DRIFT: DRIFT_COLUMNS,
+    ALERTS: ALERTS_COLUMNS,
+    SIGNALS: SIGNALS_COLUMNS,
+    TARGETS: TARGETS_COLUMNS,
+    GENERATION: GENERATION_COLUMNS,
+    PER_ANSWER: PER_ANSWER_COLUMNS,
+    AGREEMENT: AGREEMENT_COLUMNS,
+}
+
+# Column types: the columns not listed here are numbers (float).
+TEXT_COLUMNS = frozenset({
+    "run_id", "started_at", "finished_at", "status", "model", "config_hash", "events", "pipeline", "metric",
+    "question_id", "retrieved", "statistic", "reference_date", "rule", "severity", "message", "reference_start",
+    "current_start", "verdict", "detail", "since", "signal", "target", "kind", "source", "faithfulness_state",
+    "unsupported", "citations_invalid", "layer", "judge", "level", "labels_file"})
+INT_COLUMNS = frozenset({
+    "feeds_ok", "feeds_failed", "docs_new", "docs_updated", "docs_deleted", "docs_total", "chunks_total",
+    "chunks_embedded", "k", "n_questions", "first_relevant_rank", "gold_missing", "n_reference", "n_current"})
+
+# Column names that code selects on (the tuples above are the files' full contracts).
+RUN_DATE = "run_date"
+PIPELINE, K, METRIC, VALUE = "pipeline", "k", "metric", "value"
+QUESTION_ID, FIRST_RANK, RETRIEVED = "question_id", "first_relevant_rank", "retrieved"
+STATISTIC, REFERENCE_DATE, VERDICT = "statistic", "reference_date", "verdict"
+RULE, SEVERITY, MESSAGE = "rule", "severity", "message"
+EVENTS, DOCS_TOTAL = "events", "docs_total"
+SOURCE, GOLD_IN_CONTEXT, LAYER = "source", "gold_in_context", "layer"
+
+# Longest document or question id accepted (characters): ids land in every CSV row and in messages.
+MAX_ID_LENGTH = 512
+
+# --- values: runs.csv and targets.csv ----------------------------------------------------------------------
+
+# Run status values written to runs.csv.
+STATUS_OK = "ok"
+STATUS_DEGRADED = "degraded"  # some feeds failed
+STATUS_NO_FEEDS = "no_feeds"  # every feed failed: evaluated on the corpus as it was
+# Target status values written to targets.csv.
+TARGET_OK = "ok"
+TARGET_FAILED = "failed"
+
+# --- values: drift.csv (pipeline/drift.py defines how each is reached) --------------------------------------
+
+# Verdicts.
+DRIFTED = "drifted"  # significant after Holm over the run's statistics AND above its effect-size line
+STABLE = "stable"
+NOT_ENOUGH_DATA = "not_enough_data"  # too few new (or reference) chunks to say anything
+CONTEXT = "context"  # shown beside the verdicts, not part of them (Evidently, top-1 cosine)
+
+# Statistics with a null (the family a run's verdicts are corrected over), in drift.csv order.
+PSI_MEAN = "psi_mean"  # mean PSI over the principal components
+KS_MAX = "ks_max"  # largest KS distance over the components
+CLASSIFIER_ACCURACY = "classifier_accuracy"  # kNN domain classifier (balanced, leave one out)
+NOVEL_SHARE = "novel_share"  # new chunks with no close neighbour in the reference
+DUPLICATE_SHARE = "duplicate_share"  # new chunks with a near copy elsewhere in the corpus
+NEW_CATEGORY_SHARE = "new_category_share"  # new chunks in categories the reference lacks
+NEW_SOURCE_SHARE = "new_source_share"  # new chunks from sources the reference lacks
+DRIFT_FAMILY = (PSI_MEAN, KS_MAX, CLASSIFIER_ACCURACY, NOVEL_SHARE, DUPLICATE_SHARE, NEW_CATEGORY_SHARE,
+                NEW_SOURCE_SHARE)
+# Context statistics (verdict `context`).
+EVIDENTLY_MODEL_AUC = "evidently_model_auc"  # Evidently's own bootstrap decides its flag
+EVIDENTLY_DRIFTED = "evidently_drifted"
+TOP1_COSINE = "top1_cosine"  # per dense pipeline
+QUERY_PREFIX = "query_"  # the query log's statistics: this prefix and a corpus statistic's name
+
+# --- values: alerts.csv -------------------------------------------------------------------------------------
+
+# Rule names (`rule`).
+DROP = "drop"
+SLOW_DRIFT = "slow_drift"
+FLOOR = "floor"
+DRIFT_RULE = "drift"  # the verdicts of drift.csv (DRIFT is that file's name)
+DELETED = "deleted"
+CONFIG_CHANGE = "config_change"
+GOLD_MISSING = "gold_missing"
+FEEDS_FAILED = "feeds_failed"
+TARGETS_FAILED = "targets_failed"
+RULES = (DROP, SLOW_DRIFT, FLOOR, DRIFT_RULE, DELETED, CONFIG_CHANGE, GOLD_MISSING, FEEDS_FAILED, TARGETS_FAILED)
+
+# Severities (`severity`), least severe first.
+WARNING = "warning"
+ALERT = "alert"
+SEVERITIES = (WARNING, ALERT)
+
+CORPUS_WIDE = ""  # the `pipeline` of alerts that concern the corpus or the run, not one pipeline
+CORPUS_METRIC = "corpus"  # the `metric` of the drift alert (its statistics are named in the message)
