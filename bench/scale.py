@@ -362,9 +362,11 @@ def news(out: Path, repeat: int = 5, stream: Path = NEWS) -> None:
 PEPS = ROOT.parent / "shared" / "data" / "peps-stream"
 PEPS_START, PEPS_END = date(2025, 6, 10), date(2025, 7, 1)  # the backfill before the timed day (every gold PEP in)
 # What a run's drift statistics are timed by: functions of pipeline.drift (and methods, as Class.method) wrapped in
-# the timed process; those a version of drift.py lacks are skipped. window_drift holds the others but evidently.
-DRIFT_TIMERS = ("window_drift", "project", "_psi_rows", "_ks_rows", "_classifier_rows", "Neighbours.__init__",
-                "Neighbours.novel", "_new_label_share", "_duplicates", "evidently_embedding_drift")
+# the timed process; those a version of drift.py lacks or does not call are not shown. window_drift holds the others
+# but Evidently's; some hold others (novel_shares holds novel's calls).
+DRIFT_TIMERS = ("window_drift", "_labels", "project", "_psi_ks_rows", "_psi_rows", "_ks_rows", "_classifier_rows",
+                "Neighbours.__init__", "Neighbours.novel_shares", "Neighbours.novel", "_new_label_share", "_duplicates",
+                "evidently_embedding_drift")
 WHOLE_RUN = "whole run"
 
 
