@@ -17,7 +17,6 @@ import pytest
 from pipeline import contract, job, memo, signals, store
 from pipeline.config import Config, DriftConfig, SourceConfig
 from pipeline.corpus import Corpus
-from pipeline.drift import DRIFTED
 
 SLICE = Path(__file__).parent / "data" / "news-slice"
 START = date(2025, 9, 10)
@@ -70,7 +69,7 @@ def test_unchanged_days_read_the_memo_and_write_what_computing_writes(tmp_path, 
     both(START + timedelta(days=4), expect_memo=True)  # nothing new: the windows hold the same documents
     both(START + timedelta(days=5), expect_memo=True)
     drift_rows = [r for r in _rows(memoized.data_dir)["drift.csv"] if r["run_date"] == "2025-09-15"]
-    assert DRIFTED in {r["verdict"] for r in drift_rows}  # a drifted verdict read from the memo, compared below
+    assert contract.DRIFTED in {r["verdict"] for r in drift_rows}  # a drifted verdict read from the memo, compared below
     assert _rows(memoized.data_dir) == _rows(computed.data_dir)
 
     # A new document: the corpus changed, so the run computes (and keeps a new memo).
