@@ -26,6 +26,9 @@ Events, injected into each stream's real order, first warning and first page cou
   are held out of the whole stream and fed back in their real order (164 items: 1+2+...+15 in 15 days, then 15,
   15, 14); PEPs: the cooking and gardening pack (20 items: 1+2+3+4+5, then 5). Target: a page within 3 days of the
   shift's start, i.e. day +2 at the latest. The shift's rows are evaluated up to SHIFT_MAX days from its start.
+- sustained new topic: the same items fed at a steady rate from the event day (`Shift.steady` a day: news 15, about
+  as many as the day's own items, the issue's "about 15 items a day"; PEPs 5, half a day's documents) until they run
+  out. Same target.
 
 The synthetic table (`--part synthetic`): windows of a reference of about SYNTH_REFERENCE chunks and a current of
 about SYNTH_CURRENT chunks, both drawn from one distribution (nothing changed), by chunks per document and the mean
@@ -104,11 +107,13 @@ class Item:
 
 @dataclass(frozen=True)
 class Shift:
-    """A gradual shift: `items` fed 1, 2, 3, ... a day; `held_out`: the category taken out of the stream's days."""
+    """A gradual shift: `items` fed 1, 2, 3, ... a day (or `steady` a day); `held_out`: the category taken out of the
+    stream's days."""
 
     label: str
     items: tuple[Item, ...]
     held_out: str = ""
+    steady: int = SHIFT_MAX
 
 
 @dataclass
@@ -196,7 +201,7 @@ def load_news(news: Path, config: DriftConfig, work: Path) -> Stream:
     burst = f"sports pack ({len(sports)})"
     return Stream(days, {burst: sports, f"near-copy flood ({len(flood)})": flood, f"half the sports pack ({len(half)})":
                          half}, vectors, near, name="news", source=source, start=NEWS_START, event_day=EVENT_DAY,
-                  burst=burst, shift=Shift(f"'{SHIFT_CATEGORY}' held out ({len(held)})", held, SHIFT_CATEGORY))
+                  burst=burst, shift=Shift(f"'{SHIFT_CATEGORY}' held out ({len(held)})", held, SHIFT_CATEGORY, 15))
 
 
 def load_peps(peps: Path, config: DriftConfig, work: Path) -> Stream:
@@ -212,7 +217,7 @@ def load_peps(peps: Path, config: DriftConfig, work: Path) -> Stream:
     vectors, near = _embedded(texts, days + [pack], config, work)
     burst = f"cooking and gardening pack ({len(pack)})"
     return Stream(days, {burst: pack}, vectors, near, name="peps", source=source, start=PEPS_START,
-                  event_day=PEPS_EVENT_DAY, burst=burst, shift=Shift(f"cooking and gardening ({len(pack)})", tuple(pack)))
+                  event_day=PEPS_EVENT_DAY, burst=burst, shift=Shift(f"cooking and gardening ({len(pack)})", tuple(pack), steady=5))
 
 
 # --- streams --------------------------------------------------------------------------------------------------
@@ -260,9 +265,10 @@ def warmup(config: DriftConfig) -> int:
     return config.reference_days + config.max_window_days
 
 
-def shifted_days(stream: Stream, start: int) -> tuple[list[list[Item]], int]:
+def shifted_days(stream: Stream, start: int, steady: bool = False) -> tuple[list[list[Item]], int]:
     """The stream's days with its shift: the held-out category's items taken out of every day, the shift's items
-    fed 1, 2, 3, ... (at most SHIFT_MAX) a day from day `start`; and the days the shift lasts."""
+    fed 1, 2, 3, ... (at most SHIFT_MAX) a day from day `start`, or `Shift.steady` a day when `steady`; and the days
+    the shift lasts."""
     if stream.shift is None:
         raise ValueError(f"the {stream.name} stream has no gradual shift")
     days = [[i for i in day if i.category != stream.shift.held_out] if stream.shift.held_out else list(day)
@@ -270,7 +276,7 @@ def shifted_days(stream: Stream, start: int) -> tuple[list[list[Item]], int]:
     fed, t = 0, start
     items = stream.shift.items
     while fed < len(items) and t < len(days):
-        n = min(SHIFT_MAX, t - start + 1)
+        n = stream.shift.steady if steady else min(SHIFT_MAX, t - start + 1)
         days[t] = days[t] + list(items[fed:fed + n])
         fed, t = fed + n, t + 1
     return days, t - start
@@ -461,14 +467,16 @@ def _after_burst(config: DriftConfig, after: int) -> dict:
             "messages": [a.message[:300] for a in fired if a.new and a.severity == ALERT]}
 
 
-def _shift(config: DriftConfig, after: int) -> dict:
-    """The gradual shift from the event day: the first warning and page, in days from its start."""
+def _shift(config: DriftConfig, after: int, steady: bool = False) -> dict:
+    """The gradual shift (or the sustained one) from the event day: the first warning and page, in days from its
+    start."""
     stream = _STREAM
     at = stream.event_index
-    days, lasts = shifted_days(stream, at)
+    days, lasts = shifted_days(stream, at, steady)
     _, fired = _measured(stream, days, config, at, min(after, lasts))
     found = _days_from(fired, at)
-    return {"event": stream.shift.label, "days": lasts, "first_warning": _first(found, WARNING),
+    label = (f"sustained new topic, {stream.shift.steady} a day" if steady else "gradual shift, 1, 2, 3... a day")
+    return {"event": f"{label}, {stream.shift.label}", "days": lasts, "first_warning": _first(found, WARNING),
             "first_page": _first(found, ALERT),
             "message": next((a.message for a in fired if a.new and a.severity == ALERT), "")[:400]}
 
@@ -628,9 +636,8 @@ def format_stream(result: dict) -> str:
               f"{'event':<66}{'first warning':>15}{'first page':>13}"]
     for e in result["events"]:
         lines.append(f"{e['event']:<66}{_delay(e['first_warning']):>15}{_delay(e['first_page']):>13}")
-    if result.get("shift"):
-        s = result["shift"]
-        lines.append(f"{'gradual shift, ' + s['event'] + ', ' + str(s['days']) + ' days':<66}"
+    for s in [result[key] for key in ("shift", "steady_shift") if result.get(key)]:
+        lines.append(f"{s['event'] + ', ' + str(s['days']) + ' days':<66}"
                      f"{_delay(s['first_warning']):>15}{_delay(s['first_page']):>13}")
     if result.get("after_burst"):
         b = result["after_burst"]
@@ -663,11 +670,12 @@ def run_stream(stream: Stream, path: Path, config: DriftConfig, streams: int, wo
         events = pool.map(_event, [(name, config, after) for name in packs])
         burst = pool.submit(_after_burst, config, QUICK_DAYS if quick else AFTER_BURST_DRIFT)
         shift = pool.submit(_shift, config, QUICK_DAYS if quick else SHIFT_MAX)
+        steady = pool.submit(_shift, config, QUICK_DAYS if quick else SHIFT_MAX, True)
         real = pool.submit(_real_order, config, evaluated)
         nulls, events = list(nulls), list(events)
     return {"stream": stream.name, "path": str(path), "days": evaluated, "warmup": warmup(config),
             "event_day": str(stream.event_day), "streams": nulls, "real_order": real.result(), "events": events,
-            "after_burst": burst.result(), "shift": shift.result()}
+            "after_burst": burst.result(), "shift": shift.result(), "steady_shift": steady.result()}
 
 
 LOADERS = {"news": load_news, "peps": load_peps}

@@ -57,6 +57,9 @@ def test_a_gradual_shift_holds_its_category_out_and_feeds_it_back_one_two_three_
     fed, lasts = corpus_null.shifted_days(Stream([[] for _ in range(10)], {}, np.zeros((1, 2)), [],
                                                  shift=Shift("pack", pack)), 0)
     assert [len(day) for day in fed] == [1, 2, 3, 4, 5, 6, 7, 8, 4, 0] and lasts == 9
+    steady, lasts = corpus_null.shifted_days(Stream([[] for _ in range(10)], {}, np.zeros((1, 2)), [],
+                                                    shift=Shift("pack", pack, steady=15)), 2, steady=True)
+    assert [len(day) for day in steady] == [0, 0, 15, 15, 10, 0, 0, 0, 0, 0] and lasts == 3
     with pytest.raises(ValueError):
         corpus_null.shifted_days(Stream(days, {}, np.zeros((1, 2)), []), 0)
 
