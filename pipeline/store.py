@@ -916,7 +916,7 @@ def edits(data_dir: Path) -> list[str]:
             if path.exists():
                 notes.append(f"{name}: added (no run wrote it){_dated(_date_digests(path), 'holding rows of')}")
         elif not path.exists():
-            notes.append(f"{name}: removed{_dated(entry['dates'], ', it held rows of')}")
+            notes.append(f"{name}: removed{_dated(entry['dates'], 'it held rows of')}")
         elif _digest(path) != entry["sha256"]:
             now, then = _date_digests(path), entry["dates"]
             kinds = (("changed", [d for d in now if d in then and now[d] != then[d]]),
