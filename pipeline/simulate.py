@@ -112,13 +112,17 @@ def _read_lock(data_dir: Path):
 
 
 def _check_out(source: Path, sandbox: Path) -> None:
-    """Refuse a sandbox inside (or holding) the source, or a folder that is neither empty nor an earlier sandbox."""
+    """Refuse a sandbox inside (or holding) the source, a folder that is neither empty nor an earlier sandbox, or a
+    source a killed run left unfinished."""
     if not (source / contract.RUNS).exists() or not (source / CORPUS_FILE).exists():
         raise SimulationError(f"{source}: no history to simulate on (no runs.csv / corpus.sqlite)")
     if sandbox == source or source in sandbox.parents or sandbox in source.parents:
         raise SimulationError(f"--out {sandbox} must be outside the source directory {source}")
     if sandbox.exists() and any(sandbox.iterdir()) and not (sandbox / SANDBOX_FILE).is_file():
         raise SimulationError(f"--out {sandbox} is not empty and not an earlier sandbox; choose another folder")
+    if store.unfinished(source):  # its files hold a killed run's writes, which only that store's next run rolls back
+        raise SimulationError(f"{source}: a run did not finish there (its journal is left); the next run there rolls "
+                              "it back: simulate after it")
 
 
 def prepare_sandbox(source: Path, sandbox: Path, scenario: Scenario) -> None:

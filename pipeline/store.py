@@ -282,7 +282,7 @@ def validate(data_dir: Path, accept_edits: bool = False) -> None:
         if path.exists() and (name not in sealed or _digest(path) != sealed[name]["sha256"]):  # as sealed: checked
             check_file(path)
     read_reference(data_dir)
-    if not accept_edits and not _unfinished(data_dir):  # a killed run's writes are not edits: recover rolls back
+    if not accept_edits and not unfinished(data_dir):  # a killed run's writes are not edits: recover rolls back
         refuse_edits(data_dir, edits(data_dir))
 
 
@@ -656,7 +656,7 @@ def _size_or_zero(path: Path) -> int:
     return _size(path) if path.exists() else 0
 
 
-def _unfinished(data_dir: Path) -> bool:
+def unfinished(data_dir: Path) -> bool:
     """A run journal or an append journal is there: a run did not finish, and its writes are not edits."""
     return (data_dir / RUN_JOURNAL).exists() or any(_journal(data_dir / name).exists() for name in SCHEMAS)
 
