@@ -844,7 +844,7 @@ def _secret(data_dir: Path, create: bool = False) -> bytes | None:
     path = Path(data_dir) / memo.MEMO_DIR / SEAL_KEY
     try:
         return path.read_bytes()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # (a data directory under a file is refused by `validate`)
         if not create:
             return None
     path.parent.mkdir(parents=True, exist_ok=True)
