@@ -149,7 +149,7 @@ def feed_xml(n: int, words: int = 3) -> bytes:
 def kills(bench: Bench) -> list[tuple[str, Callable[[], str]]]:
     """A re-run of the latest date killed (os._exit, as SIGKILL) after its N-th store write; the next recover must
     leave every CSV as before the re-run, byte for byte."""
-    points = random.Random(29).sample(range(0, 8), 3) if bench.quick else list(range(0, 8))
+    points = random.Random(29).sample(range(8), 3) if bench.quick else list(range(8))
 
     def probe(n: int) -> str:
         config = bench.history()
@@ -243,12 +243,14 @@ def hostile(bench: Bench) -> list[tuple[str, Callable[[], str]]]:
         server = Server(reply)
         try:
             where = bench.folder()
-            config = bench.config(where, sources=(*bench.config(where).sources, SourceConfig(name="slow", url=server.url)))
+            config = bench.config(where, sources=(*bench.config(where).sources,
+                                                  SourceConfig(name="slow", url=server.url)))
             config = config.replace(fetch=dataclasses.replace(config.fetch, timeout=2.0))
             t0 = time.monotonic()
             result = bench.run(config, date.today())
             took = time.monotonic() - t0
-            return "" if result.run["feeds_failed"] == 1 and took < 60 else f"feeds_failed {result.run['feeds_failed']}, {took:.0f} s"
+            failed = result.run["feeds_failed"]
+            return "" if failed == 1 and took < 60 else f"feeds_failed {failed}, {took:.0f} s"
         finally:
             server.close()
 
@@ -257,7 +259,8 @@ def hostile(bench: Bench) -> list[tuple[str, Callable[[], str]]]:
         server = Server(lambda h: (200, {"Content-Type": "application/rss+xml", "Content-Encoding": "gzip"}, bomb))
         try:
             where = bench.folder()
-            config = bench.config(where, sources=(*bench.config(where).sources, SourceConfig(name="bomb", url=server.url)))
+            config = bench.config(where, sources=(*bench.config(where).sources,
+                                                  SourceConfig(name="bomb", url=server.url)))
             result = bench.run(config, date.today())
             return "" if result.run["feeds_failed"] == 1 else "the bomb was not refused"
         finally:
@@ -285,8 +288,7 @@ def hostile(bench: Bench) -> list[tuple[str, Callable[[], str]]]:
             return 200, {}, b""
         server = Server(reply)
         try:
-            from pipeline.notify import deliver, enqueue
-            from pipeline.alerts import Alert  # noqa: F401 (the outbox holds alerts.csv rows)
+            from pipeline.notify import deliver
             where = bench.folder()
             (where / "store").mkdir()
             (where / "store" / "outbox.jsonl").write_text(json.dumps(
@@ -295,12 +297,12 @@ def hostile(bench: Bench) -> list[tuple[str, Callable[[], str]]]:
             t0 = time.monotonic()
             deliver(where / "store", server.url, timeout=2.0, retries=0, sleep=lambda s: None)
             took = time.monotonic() - t0
-            _ = enqueue
             return "" if took < 10 else f"delivery took {took:.0f} s"
         finally:
             server.close()
     probes = [("a feed that stalls past its deadline", stalling_feed), ("a gzip bomb feed", gzip_bomb),
-              ("an HTTP target replying deeply nested JSON", deep_target), ("a webhook that never answers", silent_webhook)]
+              ("an HTTP target replying deeply nested JSON", deep_target),
+              ("a webhook that never answers", silent_webhook)]
     return probes
 
 
@@ -369,12 +371,16 @@ def secrets_at_rest(bench: Bench) -> list[tuple[str, Callable[[], str]]]:
         return hits + (["the log"] if MARKER in bench.log.read_text(errors="replace") else [])
 
     def feed_token() -> str:
-        server = Server(lambda h: (200, {"Content-Type": "application/rss+xml"}, feed_xml(3)))
+        def reply(handler):  # one feed answers, one fails: a failure is logged with its URL
+            ok = handler.path.startswith("/ok")
+            return (200 if ok else 500), {"Content-Type": "application/rss+xml"}, feed_xml(3) if ok else b"no"
+        server = Server(reply)
         try:
             where = bench.folder()
             bench.log.write_text("")
-            config = bench.config(where, sources=(*bench.config(where).sources,
-                                                  SourceConfig(name="tok", url=f"{server.url}/feed?token={MARKER}")))
+            config = bench.config(where, sources=(
+                *bench.config(where).sources, SourceConfig(name="tok", url=f"{server.url}/ok?token={MARKER}"),
+                SourceConfig(name="down", url=f"{server.url}/down?api_key={MARKER}")))
             bench.run(config, date.today())
             hits = found(where / "store")
             return f"found in {', '.join(hits)}" if hits else ""
@@ -393,7 +399,8 @@ def secrets_at_rest(bench: Bench) -> list[tuple[str, Callable[[], str]]]:
             pass
         hits = found(where / "store")
         return f"found in {', '.join(hits)}" if hits else ""
-    return [("a token in a feed URL", feed_token), ("a password in the MLflow tracking URI", tracking_password)]
+    return [("a token in the URLs of a feed and of a failing feed", feed_token),
+            ("a password in the MLflow tracking URI", tracking_password)]
 
 
 def caps(bench: Bench) -> list[tuple[str, Callable[[], str]]]:

@@ -688,7 +688,8 @@ def run_journal(data_dir: Path, run_date: date | str, accept_edits: bool = False
     are yielded for the run's events; then the journal, written and synced before the run's first write: the
     date, and each CSV's rows of that date as they are (none for a new date: after recover only a date with a
     runs.csv row has rows), with the date's answers file kept as a hard link. On a normal exit the store is sealed
-    (`seal`, which checks what the run wrote and names the journal), then the journal is removed. An exception rolls the date back at
+    (`seal`, which checks what the run wrote and names the journal), then the journal is removed. An exception
+    rolls the date back at
     once; a killed run leaves the journal, and the next run's `recover` rolls back: every file then holds the
     date's rows as before the run."""
     data_dir = Path(data_dir)

@@ -12,7 +12,7 @@ import pytest
 from pipeline import cli, contract, memo, store
 from pipeline.check import validate_inputs
 from pipeline.job import run_day
-from tests.test_run_journal import DAYS, NEXT, copy, history, stored  # noqa: F401 (history: the fixture)
+from tests.test_run_journal import DAYS, NEXT, copy, history, stored
 
 __all__ = ["history"]
 
@@ -53,8 +53,8 @@ HAND_EDITS = {  # the edit, then what the refusal says
     "a value changed": (_rewrite(contract.METRICS, _change_a_value), f"metrics.csv: rows changed on {DAYS[1]}"),
     "a row deleted": (_rewrite(contract.PER_QUESTION, _delete_a_row), f"per_question.csv: rows changed on {DAYS[0]}"),
     "a row duplicated": (_rewrite(contract.SIGNALS, _duplicate_a_row), f"signals.csv: rows changed on {DAYS[2]}"),
-    "a runs row deleted": (_rewrite(contract.RUNS, lambda d: d[:_date_rows(d, DAYS[1])[0]] + d[_date_rows(d, DAYS[1])[1]:]),
-                           f"runs.csv: rows removed on {DAYS[1]}"),
+    "a runs row deleted": (_rewrite(contract.RUNS, lambda d: d[:_date_rows(d, DAYS[1])[0]]
+                                    + d[_date_rows(d, DAYS[1])[1]:]), f"runs.csv: rows removed on {DAYS[1]}"),
     "metrics.csv emptied": (_rewrite(contract.METRICS, lambda d: b""), f"metrics.csv: rows removed on {SPAN}"),
     "metrics.csv cut to its header": (_rewrite(contract.METRICS, lambda d: d[:d.index(b"\n") + 1]),
                                       f"metrics.csv: rows removed on {SPAN}"),
@@ -65,7 +65,7 @@ HAND_EDITS = {  # the edit, then what the refusal says
 
 @pytest.mark.parametrize("edit, said", HAND_EDITS.values(), ids=HAND_EDITS.keys())
 def test_a_hand_edit_is_named_by_check_and_the_next_run_which_writes_nothing_until_it_is_accepted(
-        history, tmp_path, embedder, caplog, edit, said):  # noqa: F811 (the fixture)
+        history, tmp_path, embedder, caplog, edit, said):
     """Issue 29: ten content edits were accepted and re-sealed without a word. Now `check` and the next run name the
     file and the dates and write nothing; the run that accepts them names them in its events and in the log."""
     config = copy(history, tmp_path / "root")
@@ -110,7 +110,7 @@ FORGERIES = {
 
 
 @pytest.mark.parametrize("forge", FORGERIES.values(), ids=FORGERIES.keys())
-def test_a_forged_seal_lets_no_run_write_a_row(history, tmp_path, embedder, forge):  # noqa: F811
+def test_a_forged_seal_lets_no_run_write_a_row(history, tmp_path, embedder, forge):
     """Issue 29: a seal edited to match an edited metrics.csv let a run write 2,065 rows before it exited 2. Now
     the seal carries a MAC keyed by a random secret: a seal that does not authenticate stops the run before any
     write, and `accept-edits` is the only way on."""
@@ -122,9 +122,9 @@ def test_a_forged_seal_lets_no_run_write_a_row(history, tmp_path, embedder, forg
         validate_inputs(config)
     with pytest.raises(store.StoreEditedError, match="the seal cannot be trusted"):
         run_day(config, NEXT, embedder=embedder, notify=False)
-    with pytest.raises(store.StoreEditedError, match="the seal cannot be trusted"):
-        with store.run_lock(config.data_dir):  # the run's own check, after its lock: recover refuses too
-            store.recover(config.data_dir)
+    # The run's own check, after its lock: recover refuses too.
+    with pytest.raises(store.StoreEditedError, match="the seal cannot be trusted"), store.run_lock(config.data_dir):
+        store.recover(config.data_dir)
     assert stored(config.data_dir) == before  # not a row written
     notes = store.accept_edits(config.data_dir)
     assert notes and notes[0].startswith("accepted an edit: the seal cannot be trusted")
@@ -132,7 +132,7 @@ def test_a_forged_seal_lets_no_run_write_a_row(history, tmp_path, embedder, forg
     assert "the seal cannot be trusted" in result.run["events"]
 
 
-def test_accept_edits_on_the_command_line(history, tmp_path, embedder, capsys):  # noqa: F811
+def test_accept_edits_on_the_command_line(history, tmp_path, embedder, capsys):
     config = copy(history, tmp_path / "root")
     toml = tmp_path / "root" / "monitor.toml"
     toml.write_text('data_dir = "store"\ngold = "e2e/gold.jsonl"\n\n[[sources]]\nname = "ledger"\n'

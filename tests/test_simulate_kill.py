@@ -15,7 +15,7 @@ import pytest
 
 from pipeline import contract, store
 from pipeline.simulate import SANDBOX_FILE, Scenario, SimulationError, simulate
-from tests.test_run_journal import DAYS, ROOT, history, make_config  # noqa: F401 (history: the fixture)
+from tests.test_run_journal import DAYS, ROOT, history, make_config
 
 __all__ = ["history"]
 VOLATILE = {"run_id", "started_at", "finished_at", "seconds", "labels_file"}
@@ -114,7 +114,7 @@ def test_a_simulation_killed_at_any_step_then_run_again_equals_an_uninterrupted_
         assert not any(p.name.endswith(".partial") for p in out.parent.iterdir())
 
 
-def test_a_source_a_killed_run_left_unfinished_is_refused(history, tmp_path):  # noqa: F811
+def test_a_source_a_killed_run_left_unfinished_is_refused(history, tmp_path):
     """Its files hold the killed run's writes until its own next run rolls them back: a copy would keep them."""
     root = tmp_path / "root"
     shutil.copytree(history, root)
