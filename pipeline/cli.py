@@ -588,7 +588,8 @@ def _serve_metrics(args: argparse.Namespace) -> int:
     from pipeline.views import resolve_data_dir
 
     data_dir = resolve_data_dir(args.config, args.data_dir)
-    store.validate(data_dir)  # a bad store is said now, not on the first scrape
+    # A bad store is said now, not on the first scrape; edits are for a run to refuse: serving only reads.
+    store.validate(data_dir, accept_edits=True)
     try:
         server, thread = serve(data_dir, args.port, args.addr)
     except OSError as exc:  # the port is taken, or the address is not this machine's
