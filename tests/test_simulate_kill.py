@@ -1,6 +1,6 @@
 """Issue 29, item 6: a simulation killed at any step of building its sandbox (inside any file copied, during the
-corpus copy, during the re-runs, just before the rename), then run again, equals an uninterrupted one, file for
-file and row for row; an earlier sandbox at --out stays whole until the new one replaces it."""
+corpus copy, during the re-runs, at either rename, while deleting the sandbox it replaced), then run again, equals
+an uninterrupted one, file for file and row for row; --out holds the earlier sandbox whole or nothing meanwhile."""
 
 from __future__ import annotations
 
@@ -54,15 +54,33 @@ for n in range({steps}):
                 return getattr(self.conn, name)
             def close(self):
                 self.conn.close()
-        later = n - {files}  # 0: in the corpus copy, 1: in the re-run, 2: before the rename
+        # after the files: 0 in the corpus copy, 1 in the re-run, 2 and 3 at the first and second rename (the
+        # earlier sandbox aside, the new one in), 4 half way through deleting the earlier sandbox
+        later = n - {files}
         shutil.copyfile = dying_copy
         if later == 0:
             connect = sqlite3.connect
             sim.sqlite3 = type("S", (), {{"connect": staticmethod(lambda *a, **k: Dying(connect(*a, **k)))}})
         if later == 1:
             sim.run_day = lambda *a, **k: os._exit(9)
-        if later == 2:
-            sim.discard_sandbox = lambda sandbox: os._exit(9)
+        if later in (2, 3):
+            renames, rename = [], Path.rename
+            def dying_rename(self, target):
+                renames.append(self)
+                if len(renames) == later - 1:
+                    os._exit(9)
+                return rename(self, target)
+            Path.rename = dying_rename
+        if later == 4:
+            rmtree = shutil.rmtree
+            def dying_rmtree(path, ignore_errors=False):
+                if Path(path).name.endswith(".old") and Path(path).exists():
+                    victims = sorted(p for p in Path(path).iterdir() if p.is_file())
+                    for p in victims[:len(victims) // 2]:
+                        p.unlink()
+                    os._exit(9)
+                return rmtree(path, ignore_errors=ignore_errors)
+            shutil.rmtree = dying_rmtree
         sim.simulate(make_config(source.parent), SCENARIO, source, out / str(n) / "sandbox")
         os._exit(0)
     print(n, os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
@@ -97,7 +115,7 @@ def test_a_simulation_killed_at_any_step_then_run_again_equals_an_uninterrupted_
         assert [r for r in expected[name] if r["run_date"] < str(SCENARIO.start)] == [
             r for r in found if r["run_date"] < str(SCENARIO.start)], name
     copied = [name for name in (*contract.SCHEMAS, store.REFERENCE_FILE) if (source / name).exists()]
-    steps = len(copied) + 3
+    steps = len(copied) + 5
     driver = DRIVER.format(root=str(ROOT), source=str(source), out=str(tmp_path / "killed"), reference=str(reference),
                            steps=steps, files=len(copied))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
@@ -107,11 +125,12 @@ def test_a_simulation_killed_at_any_step_then_run_again_equals_an_uninterrupted_
     assert dict(map(int, line.split()) for line in done.stdout.split("\n") if line) == {n: 9 for n in range(steps)}
     for n in range(steps):
         out = tmp_path / "killed" / str(n) / "sandbox"
-        assert csv_rows(out) == expected and files(out) == listing, f"killed at step {n}: the earlier sandbox changed"
+        if out.exists():  # the earlier sandbox whole, or (killed between the renames) none: never a part of one
+            assert csv_rows(out) == expected and files(out) == listing, f"killed at step {n}: a partial sandbox"
         simulate(make_config(root), SCENARIO, source, out)
         assert csv_rows(out) == expected, f"killed at step {n}, then run again"
         assert files(out) == listing and (out / SANDBOX_FILE).is_file()
-        assert not any(p.name.endswith(".partial") for p in out.parent.iterdir())
+        assert [p.name for p in out.parent.iterdir()] == ["sandbox"]  # no .partial, no .old left
 
 
 def test_a_source_a_killed_run_left_unfinished_is_refused(history, tmp_path):
