@@ -74,7 +74,7 @@ for n in range({steps}):
         if later == 4:
             rmtree = shutil.rmtree
             def dying_rmtree(path, ignore_errors=False):
-                if Path(path).name.endswith(".old") and Path(path).exists():
+                if (Path(path) / "sandbox.json").exists() and not Path(path).name.endswith(".partial"):
                     victims = sorted(p for p in Path(path).iterdir() if p.is_file())
                     for p in victims[:len(victims) // 2]:
                         p.unlink()
