@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--event", default="", help="a note stored with the run in runs.csv (e.g. 'new chunker')")
     run.add_argument("--fail-on-alert", action="store_true",
                      help="exit 1 when an alert of severity 'alert' fired in this run")
+    run.add_argument("--accept-edits", action="store_true",
+                     help="trust the store's files as they are, even if edited outside driftwatch since the last "
+                          "run (the run names the edits in its events); see accept-edits")
     _common(run)
 
     back = sub.add_parser("backfill", help="one run per day over a range of dates (dated sources replay history)",
@@ -174,6 +177,14 @@ def build_parser() -> argparse.ArgumentParser:
                                      "is unreachable or a gold id is missing, 2 on a bad config.")
     _common(chk)
 
+    acc = sub.add_parser("accept-edits", help="trust the data directory's files as they are after edits made by hand",
+                         description="A run refuses (exit 2) a store whose CSV files changed since the last finished "
+                                     "run sealed them, naming each file and its dates. After looking at them, this "
+                                     "checks every changed file, moves rows without a runs.csv row to the "
+                                     "quarantine, and seals the store as it is; the next run names the accepted "
+                                     "edits in its events. Exit 2 when a changed file breaks the CSV contract.")
+    _common(acc)
+
     exp = sub.add_parser("export", help="publish stored runs to the [export.*] exporters (MLflow, Prometheus, whylogs)",
                          description="Push the stored series of the runs from --start to --end (default: every run) "
                                      "to each exporter the config enables: MLflow (a date already logged is "
@@ -258,7 +269,7 @@ def _run(args: argparse.Namespace) -> int:
     config = load_config(args.config, data_dir=args.data_dir)
     require_sources(config)
     day = args.date or date.today()
-    result = run_day(config, day, events=args.event)
+    result = run_day(config, day, events=args.event, accept_edits=args.accept_edits)
     print(_summary(result))
     if lines := _signal_lines(result):
         print("\n".join(lines))
@@ -491,6 +502,16 @@ def _check(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_ALERT
 
 
+def _accept_edits(args: argparse.Namespace) -> int:
+    from pipeline import store
+
+    config = load_config(args.config, data_dir=args.data_dir)
+    notes = store.accept_edits(config.data_dir)
+    print("\n".join([f"accepted: {note}" for note in notes] or [f"{config.data_dir}: no edit to accept"]))
+    print(f"the store of {config.data_dir} is sealed as it is; the next run names these in its events")
+    return EXIT_OK
+
+
 def _dashboard(args: argparse.Namespace) -> int:
     import signal
     import socket
@@ -567,7 +588,8 @@ def _serve_metrics(args: argparse.Namespace) -> int:
     from pipeline.views import resolve_data_dir
 
     data_dir = resolve_data_dir(args.config, args.data_dir)
-    store.validate(data_dir)  # a bad store is said now, not on the first scrape
+    # A bad store is said now, not on the first scrape; edits are for a run to refuse: serving only reads.
+    store.validate(data_dir, accept_edits=True)
     try:
         server, thread = serve(data_dir, args.port, args.addr)
     except OSError as exc:  # the port is taken, or the address is not this machine's
@@ -583,7 +605,8 @@ def _serve_metrics(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": _run, "backfill": _backfill, "rebaseline": _rebaseline, "eval": _eval, "demo": _demo,
-            "simulate": _simulate, "report": _report, "init": _init, "check": _check, "dashboard": _dashboard,
+            "simulate": _simulate, "report": _report, "init": _init, "check": _check, "accept-edits": _accept_edits,
+            "dashboard": _dashboard,
             "app": _dashboard, "export": _export, "serve-metrics": _serve_metrics}
 
 

@@ -199,6 +199,7 @@ def clear_history(data_dir: Path, marker: str, refuse: Callable[[str], Driftwatc
                      "give an empty or new directory")
     for name in contract.SCHEMAS:
         (data_dir / name).unlink(missing_ok=True)
+    store.seal(data_dir)  # cleared by driftwatch, not edited: the next run must not refuse the missing files
     if (data_dir / CORPUS_FILE).exists():
         with Corpus.in_dir(data_dir) as corpus:
             corpus.clear_documents()

@@ -279,15 +279,16 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question:
     return alerts, [a for a in alerts if a.new and a.key not in seen]
 
 
-def check_inputs(config: Config, run_date: date, embedder: Embedder) -> tuple[list[GoldQuestion], list[Target]]:
+def check_inputs(config: Config, run_date: date, embedder: Embedder, accept_edits: bool = False
+                 ) -> tuple[list[GoldQuestion], list[Target]]:
     """Check everything a run reads before its first write: the sources, the gold set, the store's files,
     the corpus file, the query log, the models (located, not loaded) and the external targets (their header
     variables set, their functions importable). Returns the gold set and the external targets; raises the
-    domain error that names the bad input."""
+    domain error that names the bad input (a store edited since its seal, unless `accept_edits`)."""
     _check_sources(config)
     gold = load_gold(config.gold)
     answers.check_inputs(config, gold)
-    store.validate(config.data_dir)
+    store.validate(config.data_dir, accept_edits)
     check_corpus(config.data_dir / CORPUS_FILE)
     if config.drift.query_log is not None:
         drift.read_query_log(config.drift.query_log, run_date, config.drift.query_window_days)
@@ -323,7 +324,7 @@ def target_row(run_date: date, target: TargetConfig, outcome: Outcome | None, n_
 
 
 def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embedder | None = None,
-            notify: bool = True) -> RunResult:
+            notify: bool = True, accept_edits: bool = False) -> RunResult:
     """The daily job for one date. Re-running a date replaces that date's rows.
 
     Every target (the builtin pipelines, or the [[targets]]) is evaluated the same way; a target that fails
@@ -332,14 +333,18 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
     is noted in the row's events, never fatal; `seconds` stops before them), then runs, all under the run journal
     (`store.run_journal`): a run killed or failed before its end leaves the date's rows as they were, and a runs.csv
     row means the date's other rows are complete. Notification comes last and never fails the run.
+    A store edited outside driftwatch since the last run's seal stops the run before its first write
+    (StoreEditedError naming the files and dates), unless `accept_edits`: then the edits are named in the events.
     """
     started, t0 = _now(), time.perf_counter()
     data_dir = config.data_dir
     embedder = embedder or Embedder(config.embedder)
-    gold, externals = check_inputs(config, run_date, embedder)  # bad input stops the run before anything is written
+    # Bad input (an edited store too) stops the run before anything is written.
+    gold, externals = check_inputs(config, run_date, embedder, accept_edits)
     builtin = builtin_pipelines(config)
     depth = config.retrieval.candidate_depth
-    with store.run_lock(data_dir), Corpus.in_dir(data_dir) as corpus, store.run_journal(data_dir, run_date) as notes:
+    with (store.run_lock(data_dir), Corpus.in_dir(data_dir) as corpus,
+          store.run_journal(data_dir, run_date, accept_edits) as notes):
         events = "; ".join(e for e in (events, *notes) if e)  # what recover did (a roll back, a quarantine)
         # The external targets first: they do not need the corpus, and without sources their texts make it.
         answered = {t.name: evaluate_target(t, gold, depth, run_date) for t in externals}

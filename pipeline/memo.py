@@ -7,7 +7,8 @@ near copies are looked for in, the settings). Each file holds one entry, the lat
 not match, a damaged or unreadable file is a miss (the run computes, as without a memo), never an error. Every
 key includes a digest of the package's source, so code that changed never reads what other code computed.
 `Calls` keeps the calls of a pure function a run made (the top-1 KS test), for a re-run of the same date; the
-store keeps its seal here too (`store.seal`: each CSV's digest as the last finished run left it).
+store keeps its seal here too (`store.seal`: each CSV's digest as the last finished run left it, authenticated
+with `seal.key`), written even with the memo off: it is what names edits made outside driftwatch.
 """
 
 from __future__ import annotations

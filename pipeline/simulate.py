@@ -112,13 +112,17 @@ def _read_lock(data_dir: Path):
 
 
 def _check_out(source: Path, sandbox: Path) -> None:
-    """Refuse a sandbox inside (or holding) the source, or a folder that is neither empty nor an earlier sandbox."""
+    """Refuse a sandbox inside (or holding) the source, a folder that is neither empty nor an earlier sandbox, or a
+    source a killed run left unfinished."""
     if not (source / contract.RUNS).exists() or not (source / CORPUS_FILE).exists():
         raise SimulationError(f"{source}: no history to simulate on (no runs.csv / corpus.sqlite)")
     if sandbox == source or source in sandbox.parents or sandbox in source.parents:
         raise SimulationError(f"--out {sandbox} must be outside the source directory {source}")
     if sandbox.exists() and any(sandbox.iterdir()) and not (sandbox / SANDBOX_FILE).is_file():
         raise SimulationError(f"--out {sandbox} is not empty and not an earlier sandbox; choose another folder")
+    if store.unfinished(source):  # its files hold a killed run's writes, which only that store's next run rolls back
+        raise SimulationError(f"{source}: a run did not finish there (its journal is left); the next run there rolls "
+                              "it back: simulate after it")
 
 
 def prepare_sandbox(source: Path, sandbox: Path, scenario: Scenario) -> None:
@@ -148,8 +152,17 @@ def discard_sandbox(sandbox: Path) -> bool:
     sandbox = Path(sandbox)
     if not (sandbox / SANDBOX_FILE).is_file():
         return False
-    shutil.rmtree(sandbox)
+    # Renamed aside first (one atomic step), then deleted: a kill never leaves a half-deleted sandbox at its name.
+    aside = _aside(sandbox)
+    shutil.rmtree(aside, ignore_errors=True)
+    sandbox.rename(aside)
+    shutil.rmtree(aside)
     return True
+
+
+def _aside(sandbox: Path) -> Path:
+    """Where a sandbox being replaced or discarded goes before it is deleted (a hidden sibling)."""
+    return sandbox.with_name(f".{sandbox.name}.old")
 
 
 def source_config(source: Path, fallback: Config | None) -> Config:
@@ -238,7 +251,8 @@ def simulate(config: Config, scenario: Scenario, source: Path, sandbox: Path,
 
     The sandbox keeps the original rows before the start date, so its series and the source's can be
     compared side by side; the source directory is never written. The sandbox is built in a hidden
-    sibling and renamed to `sandbox` once complete, replacing an earlier sandbox there.
+    sibling and renamed to `sandbox` once complete; an earlier sandbox there is renamed aside first and deleted
+    after, so a kill leaves at `sandbox` the earlier sandbox whole, the new one whole, or nothing.
     """
     scenario.check()
     source, sandbox = Path(source).resolve(), Path(sandbox).resolve()
@@ -249,6 +263,7 @@ def simulate(config: Config, scenario: Scenario, source: Path, sandbox: Path,
                               "a scenario starts on or before a run date")
     work = _partial(sandbox)
     shutil.rmtree(work, ignore_errors=True)  # left by a killed simulation
+    shutil.rmtree(_aside(sandbox), ignore_errors=True)
     prepare_sandbox(source, work, scenario)
     run_dates = sorted(store.read_runs(work)["run_date"].dt.date.unique())
     sim_config = config.replace(data_dir=work, export=ExportConfig())  # a sandbox publishes nothing
@@ -263,10 +278,13 @@ def simulate(config: Config, scenario: Scenario, source: Path, sandbox: Path,
         results.append(run_day(sim_config, day, events=scenario.describe() if day == scenario.start else ""))
         if progress:
             progress(results[-1])
-    discard_sandbox(sandbox)
-    if sandbox.exists():
+    aside = _aside(sandbox)
+    if (sandbox / SANDBOX_FILE).is_file():  # the earlier sandbox: renamed aside, deleted once the new one is in
+        sandbox.rename(aside)
+    elif sandbox.exists():
         sandbox.rmdir()  # an empty folder (checked above)
     work.rename(sandbox)
+    shutil.rmtree(aside, ignore_errors=True)
     return Simulation(source, sandbox, scenario, results)
 
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import csv
 import fcntl
 import hashlib
+import hmac
 import io
 import json
 import logging
 import os
 import re
+import secrets
 import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -33,6 +35,11 @@ REFERENCE_FILE = "reference.json"  # the pinned reference date of the drift stat
 
 class StoreSchemaError(DriftwatchError):
     """A data directory or CSV that breaks the store's contract; the message names the file (and line)."""
+
+
+class StoreEditedError(StoreSchemaError):
+    """The store's files differ from what the last finished run sealed (edited outside driftwatch), or the seal
+    itself does not authenticate; nothing is written until the user accepts the store as it is."""
 
 
 class LockError(Exception):
@@ -261,19 +268,22 @@ def _bad_utf8_line(path: Path) -> int:
     return 0
 
 
-def validate(data_dir: Path) -> None:
+def validate(data_dir: Path, accept_edits: bool = False) -> None:
     """Check everything of the store a run reads, before it writes anything: the directory, every CSV
-    (`check_file`, unless it is byte for byte as the last finished run sealed it) and the reference date. Streams
-    each file once; raises StoreSchemaError."""
+    (`check_file`, unless it is byte for byte as the last finished run sealed it) and the reference date; then that
+    no file changed since the seal (`edits`: StoreEditedError naming each file and its dates, unless
+    `accept_edits`). Streams each file once; raises StoreSchemaError."""
     data_dir = Path(data_dir)
     if data_dir.exists() and not data_dir.is_dir():
         raise StoreSchemaError(f"{data_dir}: the data directory is a file, not a directory")
-    sealed = _sealed(data_dir) or {}
+    sealed = (_sealed(data_dir) if memo.enabled() else None) or {}
     for name in SCHEMAS:
         path = data_dir / name
         if path.exists() and (name not in sealed or _digest(path) != sealed[name]["sha256"]):  # as sealed: checked
             check_file(path)
     read_reference(data_dir)
+    if not accept_edits and not unfinished(data_dir):  # a killed run's writes are not edits: recover rolls back
+        refuse_edits(data_dir, edits(data_dir))
 
 
 def _frame(rows: pd.DataFrame | Sequence[dict], name: str) -> pd.DataFrame:
@@ -605,19 +615,62 @@ def quarantine_orphans(data_dir: Path) -> list[str]:
     return notes
 
 
-def recover(data_dir: Path) -> list[str]:
+def recover(data_dir: Path, accept_edits: bool = False) -> list[str]:
     """What a run does first, holding the lock: clear what killed runs left (temporaries, unfinished appends, the
-    writes of a run that did not finish, which its journal rolls back) and move to quarantine the rows of dates
-    without a runs.csv row (`quarantine_orphans`). A store whose files are all as the last finished run sealed them
-    has no such date. Returns a note per thing done, for the run's events."""
+    writes of a run that did not finish, which its journal rolls back), refuse a store edited since the seal
+    (`edits`; StoreEditedError before anything more is written, unless `accept_edits`) and move to quarantine the
+    rows of dates without a runs.csv row (`quarantine_orphans`). A store whose files are all as the last finished
+    run sealed them has no such date. Returns a note per thing done, for the run's events."""
     data_dir = Path(data_dir)
     remove_stale_temporaries(data_dir)
     roll_back_appends(data_dir)
+    record, _ = _seal_record(data_dir)
+    journal = data_dir / RUN_JOURNAL
+    # Killed after its seal, before removing its journal: the seal is of the run's writes, so compare before the
+    # roll back, and seal what the roll back restores (driftwatch's own bytes) after it.
+    sealed_run = journal.exists() and record is not None and record.get("journal") == _digest(journal)
+    found = edits(data_dir) if sealed_run else []
+    if found and not accept_edits:
+        refuse_edits(data_dir, found)
     notes = [note] if (note := _roll_back_run(data_dir)) else []
     (data_dir / _JOURNAL_ANSWERS).unlink(missing_ok=True)  # the copy of a journal that was never written
+    if sealed_run and not found:
+        seal(data_dir)
+    elif not sealed_run:
+        found = edits(data_dir)
+        if found and not accept_edits:
+            refuse_edits(data_dir, found)
+    if record is None and _size_or_zero(data_dir / RUNS) > 0:
+        log.warning("%s: the store has no seal (a first run of this version, or %s/ removed): edits made outside "
+                    "driftwatch before this run cannot be found", data_dir, memo.MEMO_DIR)
+    notes += [f"accepted an edit: {note}" for note in found] + list((record or {}).get("accepted", []))
+    for note in found:
+        log.warning("%s: accepted an edit made outside driftwatch: %s", data_dir, note)
     sealed = _sealed(data_dir)
     if sealed is None or not _as_sealed(data_dir, sealed):
         notes += quarantine_orphans(data_dir)
+    return notes
+
+
+def _size_or_zero(path: Path) -> int:
+    return _size(path) if path.exists() else 0
+
+
+def unfinished(data_dir: Path) -> bool:
+    """A run journal or an append journal is there: a run did not finish, and its writes are not edits."""
+    return (data_dir / RUN_JOURNAL).exists() or any(_journal(data_dir / name).exists() for name in SCHEMAS)
+
+
+def accept_edits(data_dir: Path) -> list[str]:
+    """`driftwatch accept-edits`: trust the store as it is now. Holding the run lock: every changed file checked
+    (`validate`, StoreSchemaError naming file:line), what `recover` does (a killed run rolled back, rows without a
+    runs.csv row quarantined), then a new seal, which keeps the notes for the next run's events. Returns the
+    notes (empty: nothing was edited)."""
+    data_dir = Path(data_dir)
+    with run_lock(data_dir):
+        validate(data_dir, accept_edits=True)
+        notes = recover(data_dir, accept_edits=True)
+        seal(data_dir, accepted=notes)
     return notes
 
 
@@ -629,20 +682,22 @@ _JOURNAL_FORMAT = 1
 
 
 @contextmanager
-def run_journal(data_dir: Path, run_date: date | str) -> Iterator[list[str]]:
-    """One run's writes of `run_date`, all or nothing. On entry (holding the run lock): `recover`, whose notes
+def run_journal(data_dir: Path, run_date: date | str, accept_edits: bool = False) -> Iterator[list[str]]:
+    """One run's writes of `run_date`, all or nothing. On entry (holding the run lock): `recover` (which refuses a
+    store edited since the seal unless `accept_edits`), whose notes
     are yielded for the run's events; then the journal, written and synced before the run's first write: the
     date, and each CSV's rows of that date as they are (none for a new date: after recover only a date with a
     runs.csv row has rows), with the date's answers file kept as a hard link. On a normal exit the store is sealed
-    (`seal`, which checks what the run wrote), then the journal is removed. An exception rolls the date back at
+    (`seal`, which checks what the run wrote and names the journal), then the journal is removed. An exception
+    rolls the date back at
     once; a killed run leaves the journal, and the next run's `recover` rolls back: every file then holds the
     date's rows as before the run."""
     data_dir = Path(data_dir)
-    notes = recover(data_dir)
+    notes = recover(data_dir, accept_edits)
     _begin_run(data_dir, str(run_date))
     try:
         yield notes
-        seal(data_dir)
+        seal(data_dir, journal=_digest(data_dir / RUN_JOURNAL))
     except BaseException:
         try:
             _roll_back_run(data_dir)
@@ -732,7 +787,9 @@ def _roll_back_run(data_dir: Path) -> str | None:
 
 # --- the seal: the store as the last finished run left it ----------------------------------------------------
 
-SEAL = "store"  # the memo (pipeline/memo.py) of each CSV's digest, size and last date as the last finished run left it
+SEAL = "store"  # the memo (pipeline/memo.py) of each CSV's digest, size, last date and date digests, authenticated
+SEAL_KEY = "seal.key"  # beside it: the random secret the seal's MAC is keyed with (made at the first seal, 0600)
+_SHOWN_DATES = 6  # date ranges named per file in an edit note; the rest are counted
 
 
 def _fingerprint(path: Path, prefix: int | None = None) -> tuple[str, str | None]:
@@ -756,6 +813,22 @@ def _digest(path: Path) -> str:
     return _fingerprint(path)[0]
 
 
+def _date_digests(path: Path, start: int | None = None) -> dict[str, str]:
+    """A short digest of each run date's rows (their bytes) in a checked file, from byte `start` (where a row
+    starts; None: after the header): what lets an edit be named by date, 16 hex digits a date."""
+    if _size(path) == 0:
+        return {}
+    with _open_bytes(path) as f:
+        data = f.read()
+    digests, at = {}, _row_end(data, 0) if start is None else start
+    while at < len(data):
+        key, first = data[at:data.index(b",", at) + 1], at
+        while data.startswith(key, at):
+            at = _row_end(data, at)
+        digests[key[:-1].decode()] = hashlib.blake2b(data[first:at], digest_size=8).hexdigest()
+    return digests
+
+
 def _as_sealed(data_dir: Path, sealed: dict[str, dict]) -> bool:
     """Every CSV byte for byte as sealed (and no other)."""
     present = {name for name in SCHEMAS if (Path(data_dir) / name).exists()}
@@ -764,21 +837,110 @@ def _as_sealed(data_dir: Path, sealed: dict[str, dict]) -> bool:
 
 def _is_seal_entry(entry: object) -> bool:
     return (isinstance(entry, dict) and isinstance(entry.get("sha256"), str) and isinstance(entry.get("last"), str)
-            and isinstance(entry.get("size"), int) and entry["size"] >= 0)
+            and isinstance(entry.get("size"), int) and entry["size"] >= 0 and isinstance(entry.get("dates"), dict))
+
+
+def _secret(data_dir: Path, create: bool = False) -> bytes | None:
+    """The seal's key: random bytes in memo/seal.key, readable by the store's owner only (None when absent)."""
+    path = Path(data_dir) / memo.MEMO_DIR / SEAL_KEY
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):  # (a data directory under a file is refused by `validate`)
+        if not create:
+            return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(secrets.token_hex(32).encode())
+        f.flush()
+        os.fsync(f.fileno())
+    return path.read_bytes()
+
+
+def _mac(secret: bytes, body: dict) -> str:
+    return hmac.new(secret, json.dumps(body, sort_keys=True).encode(), hashlib.sha256).hexdigest()
+
+
+def _seal_record(data_dir: Path) -> tuple[dict | None, str | None]:
+    """The last seal, authenticated: (its body, None); (None, why) when a seal or its key is there and they do not
+    match (a seal edited by hand, or one of them removed); (None, None) when the store was never sealed with a key
+    (a new store, or one sealed by a driftwatch before the key)."""
+    secret, kept = _secret(data_dir), memo.load(data_dir, SEAL)
+    if kept is None:
+        return (None, None) if secret is None else (None, f"{memo.MEMO_DIR}/{SEAL}.json is missing or unreadable")
+    value = kept[1]
+    if secret is None:
+        return (None, None) if "mac" not in value else (None, f"{memo.MEMO_DIR}/{SEAL_KEY} is missing")
+    body = {k: v for k, v in value.items() if k != "mac"}
+    files = body.get("files")
+    if (not isinstance(value.get("mac"), str) or not hmac.compare_digest(value["mac"], _mac(secret, body))
+            or not isinstance(files, dict) or not all(n in SCHEMAS and _is_seal_entry(e) for n, e in files.items())):
+        return None, f"{memo.MEMO_DIR}/{SEAL}.json does not authenticate (edited by hand?)"
+    return body, None
 
 
 def _sealed(data_dir: Path) -> dict[str, dict] | None:
-    """Each CSV's seal (sha256, size, last run date) when the last run that finished sealed the store, or None (no
-    seal, the memo off, a seal of other code or not of this form)."""
-    if not memo.enabled():
-        return None
-    kept = memo.load(data_dir, SEAL)
-    if kept is None or kept[0] != memo.key(kind=SEAL):
-        return None
-    files = kept[1].get("files")
-    if not isinstance(files, dict) or not all(name in SCHEMAS and _is_seal_entry(e) for name, e in files.items()):
-        return None
-    return files
+    """Each CSV's seal (sha256, size, last run date, date digests) when the last run that finished sealed the store
+    with this code (its checks are this code's), or None."""
+    record, _ = _seal_record(data_dir)
+    return record["files"] if record is not None and record.get("code") == memo.code_digest() else None
+
+
+def _days(days: Sequence[str]) -> str:
+    """Sorted dates as ranges of consecutive days ("2026-11-02..2026-11-04, 2026-11-07"), the first few named."""
+    ranges: list[list[date]] = []
+    for day in map(date.fromisoformat, days):
+        if ranges and (day - ranges[-1][1]).days == 1:
+            ranges[-1][1] = day
+        else:
+            ranges.append([day, day])
+    shown = [f"{a}..{b}" if a != b else str(a) for a, b in ranges[:_SHOWN_DATES]]
+    more = f" and {len(ranges) - _SHOWN_DATES} more ranges" if len(ranges) > _SHOWN_DATES else ""
+    return ", ".join(shown) + more
+
+
+def edits(data_dir: Path) -> list[str]:
+    """What changed in the store since the last finished run sealed it, one note per file naming its dates:
+    rows changed, removed or added, a file removed or added; or one note that the seal does not authenticate.
+    Empty when nothing changed, or when the store has no seal to compare with. The files are those `validate`
+    checked (a row without a field separator would raise ValueError)."""
+    data_dir = Path(data_dir)
+    record, problem = _seal_record(data_dir)
+    if problem is not None:
+        return [f"the seal cannot be trusted: {problem}; the files cannot be compared with what the last run left"]
+    if record is None:
+        return []
+    notes = []
+    for name in SCHEMAS:
+        path, entry = data_dir / name, record["files"].get(name)
+        if entry is None:
+            if path.exists():
+                notes.append(f"{name}: added (no run wrote it){_dated(_date_digests(path), 'holding rows of')}")
+        elif not path.exists():
+            notes.append(f"{name}: removed{_dated(entry['dates'], 'it held rows of')}")
+        elif _digest(path) != entry["sha256"]:
+            now, then = _date_digests(path), entry["dates"]
+            kinds = (("changed", [d for d in now if d in then and now[d] != then[d]]),
+                     ("removed", [d for d in then if d not in now]), ("added", [d for d in now if d not in then]))
+            said = [f"rows {kind} on {_days(sorted(days))}" for kind, days in kinds if days]
+            notes.append(f"{name}: " + ("; ".join(said) if said else "changed outside its rows"))
+    return notes
+
+
+def _dated(dates: dict, how: str) -> str:
+    return f", {how} {_days(sorted(dates))}" if dates else ""
+
+
+def refuse_edits(data_dir: Path, notes: Sequence[str]) -> None:
+    """StoreEditedError naming every edit and the way to accept them, logged too; nothing when `notes` is empty."""
+    if not notes:
+        return
+    for note in notes:
+        log.error("%s: edited outside driftwatch: %s", data_dir, note)
+    raise StoreEditedError(
+        f"{data_dir}: the store changed since the last finished run sealed it (edited outside driftwatch): "
+        f"{' | '.join(notes)}. Nothing was written. Put the files back, or trust them as they are with "
+        "`driftwatch accept-edits` (the run's --config or --data-dir) or `driftwatch run --accept-edits`")
 
 
 def _checked(path: Path, before: dict | None) -> dict:
@@ -791,22 +953,27 @@ def _checked(path: Path, before: dict | None) -> dict:
         return before
     if before is not None and head == before["sha256"] and size > before["size"]:
         last = _check_rows(path, before["size"], before["last"])
+        added = _date_digests(path, before["size"])
+        # Rows of the sealed last date appended after it: that date's digest covers both parts, so read it all.
+        dates = {**before["dates"], **added} if before["last"] not in added else _date_digests(path)
     else:
         last = check_file(path)
-    return {"sha256": whole, "size": size, "last": last}
+        dates = _date_digests(path)
+    return {"sha256": whole, "size": size, "last": last, "dates": dates}
 
 
-def seal(data_dir: Path) -> None:
-    """Check what changed since the last seal and note each CSV's digest, size and last date: the store as a
-    finished run leaves it, checked and complete. A file that fails its check raises StoreSchemaError (naming
-    file:line) and nothing is sealed. Until a file changes, `validate` does not check it again and `recover` finds
-    no date to move (what costs a no-op day most when the history is long: reading every row)."""
-    if not memo.enabled():
-        return
+def seal(data_dir: Path, journal: str | None = None, accepted: Sequence[str] = ()) -> None:
+    """Check what changed since the last seal and note each CSV's digest, size, last date and date digests: the
+    store as a finished run leaves it, checked and complete, with a MAC keyed by the store's secret (a seal edited
+    by hand does not authenticate). `journal`: the digest of the run journal of the run sealing (see `recover`);
+    `accepted`: edits the user accepted, for the next run's events. A file that fails its check raises
+    StoreSchemaError (naming file:line) and nothing is sealed. Until a file changes, `validate` does not check it
+    again and `recover` finds no date to move (what costs a no-op day most when the history is long)."""
     data_dir = Path(data_dir)
     before = _sealed(data_dir) or {}
     files = {name: _checked(data_dir / name, before.get(name)) for name in SCHEMAS if (data_dir / name).exists()}
-    memo.save(data_dir, SEAL, memo.key(kind=SEAL), {"files": files})
+    body = {"files": files, "code": memo.code_digest(), "journal": journal, "accepted": list(accepted)}
+    memo.save(data_dir, SEAL, memo.key(kind=SEAL), {**body, "mac": _mac(_secret(data_dir, create=True), body)})
 
 
 @contextmanager

@@ -65,7 +65,9 @@ def test_unchanged_days_read_the_memo_and_write_what_computing_writes(tmp_path, 
     for i in range(4):  # a new file each day: nothing to read from the memo
         both(START + timedelta(days=i), expect_memo=False)
     assert (memoized.data_dir / memo.MEMO_DIR / "retrieval.json").is_file()
-    assert not (computed.data_dir / memo.MEMO_DIR).exists()
+    # With the memo off only the store's seal is kept there: it is what names edits, not a memo of results.
+    kept = sorted(p.name for p in (computed.data_dir / memo.MEMO_DIR).iterdir())
+    assert kept == [store.SEAL_KEY, f"{store.SEAL}.json"]
     both(START + timedelta(days=4), expect_memo=True)  # nothing new: the windows hold the same documents
     both(START + timedelta(days=5), expect_memo=True)
     drift_rows = [r for r in _rows(memoized.data_dir)["drift.csv"] if r["run_date"] == "2025-09-15"]

@@ -131,8 +131,8 @@ def test_a_run_quarantines_rows_no_run_accounts_for_and_removes_stale_temporarie
     store.replace_date(config.data_dir, contract.METRICS, "2026-11-05", orphan)
     stale = config.data_dir / f".{contract.PER_QUESTION}.4194305.tmp"  # above any pid: its writer is gone
     stale.write_text("partial")
-    with caplog.at_level("WARNING"):
-        run_day(config, date.fromisoformat(NEXT_DAY), embedder=embedder)
+    with caplog.at_level("WARNING"):  # an edit made outside driftwatch: run only once it is accepted
+        run_day(config, date.fromisoformat(NEXT_DAY), embedder=embedder, accept_edits=True)
     dates = store.read_metrics(config.data_dir)["run_date"].dt.strftime("%Y-%m-%d").unique().tolist()
     assert dates == ["2026-11-02", "2026-11-03", NEXT_DAY]
     assert not stale.exists()

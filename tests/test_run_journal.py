@@ -161,6 +161,7 @@ def test_a_rerun_killed_between_any_two_writes_leaves_the_old_date_never_a_mix(h
     shutil.copytree(history, base)
     day = DAYS[-1].isoformat()
     doctor(base / "store", day)
+    store.seal(base / "store")  # the doctored store as the test's own: not an edit for the runs below
     old = stored(base / "store")
     kills = list(range(len(STEPS) + 2))  # after 0 .. all steps, and one never killed
     driver = DRIVER.format(root=str(ROOT), base=str(base), out=str(tmp_path), day=day, kills=kills)
@@ -243,15 +244,19 @@ HAND_EDITS = {  # the edit, the date then run, the date whose rows recover canno
 def test_a_hand_edit_then_a_run_loses_no_row(history, tmp_path, embedder, caplog, edit, day, orphan):
     """Issue 29: one deleted runs.csv row made the next run delete that date's rows from every other file (72
     metrics, 600 per-question, 10 drift, 1,383 signal rows), silently; an appended future row was dropped too.
-    Now those rows move to the quarantine: rows in the store and the quarantine = rows before + the run's rows."""
+    Now the run refuses the edit (tests/test_edits.py) and, once it is accepted, those rows move to the quarantine:
+    rows in the store and the quarantine = rows before + the run's rows."""
     config = copy(history, tmp_path / "root")
     edit(config.data_dir)
     before = rows(config.data_dir)
     orphaned = {name: [r for r in found if r["run_date"] == orphan.isoformat()] for name, found in before.items()}
     orphaned = {name: found for name, found in orphaned.items() if found}
     assert orphaned and contract.RUNS not in orphaned
+    with pytest.raises(store.StoreEditedError):  # edited outside driftwatch: nothing written until accepted
+        run_day(config, day, embedder=embedder, notify=False)
+    assert rows(config.data_dir) == before
     with caplog.at_level("WARNING"):
-        result = run_day(config, day, embedder=embedder, notify=False)
+        result = run_day(config, day, embedder=embedder, notify=False, accept_edits=True)
     after = rows(config.data_dir)
     assert count(config.data_dir) == sum(map(len, before.values())) + written(config.data_dir, day)
     quarantined = {name.split("/")[1].split(".")[0] + ".csv": found for name, found in after.items()

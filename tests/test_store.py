@@ -399,16 +399,18 @@ def test_a_sealed_file_is_not_checked_again_until_it_changes(tmp_path, monkeypat
     store.validate(tmp_path)
     assert checked == []  # each file is byte for byte as the finished run left it
     store.replace_date(tmp_path, contract.METRICS, "2026-11-04", metric_rows("2026-11-04", 0.5))
-    store.validate(tmp_path)
+    with pytest.raises(store.StoreEditedError, match=r"metrics\.csv: rows added on 2026-11-04"):
+        store.validate(tmp_path)  # written outside a run: an edit, checked, then refused
     assert checked == [contract.METRICS]
+    store.validate(tmp_path, accept_edits=True)
     path = tmp_path / contract.RUNS  # damaged by hand: checked, and refused
     path.write_bytes(path.read_bytes().replace(b"2026-11-03", b"2026-13-03"))
     with pytest.raises(store.StoreSchemaError, match=r"runs\.csv:3: run_date '2026-13-03' is not a date"):
-        store.validate(tmp_path)
+        store.validate(tmp_path, accept_edits=True)
     monkeypatch.setenv("DRIFTWATCH_NO_MEMO", "1")  # without the memo every file is checked
     checked.clear()
     path.write_bytes(path.read_bytes().replace(b"2026-13-03", b"2026-11-03"))
-    store.validate(tmp_path)
+    store.validate(tmp_path, accept_edits=True)
     assert sorted(checked) == sorted([contract.PER_QUESTION, contract.METRICS, contract.RUNS])
 
 
@@ -421,7 +423,11 @@ def test_recover_after_a_seal_still_finds_rows_without_a_runs_row(tmp_path):
     assert (tmp_path / contract.PER_QUESTION).read_bytes() == before
     store.replace_date(tmp_path, contract.PER_QUESTION, "2026-11-04", question_rows("2026-11-04", HOSTILE))
     added = (tmp_path / contract.PER_QUESTION).read_bytes()[len(before):]
-    (note,) = store.recover(tmp_path)  # rows appended by hand after the seal: no runs.csv row, no journal
+    with pytest.raises(store.StoreEditedError, match=r"per_question\.csv: rows added on 2026-11-04"):
+        store.recover(tmp_path)  # rows appended by hand after the seal: an edit, refused until accepted
+    assert (tmp_path / contract.PER_QUESTION).read_bytes() == before + added and not _quarantined(tmp_path)
+    accepted, note = store.recover(tmp_path, accept_edits=True)  # no runs.csv row, no journal: quarantined
+    assert accepted == "accepted an edit: per_question.csv: rows added on 2026-11-04"
     assert (tmp_path / contract.PER_QUESTION).read_bytes() == before
     assert list(_quarantined(tmp_path).values()) == [before.split(b"\n")[0] + b"\n" + added]
     assert note.startswith("per_question.csv: 3 rows of 2026-11-04")
