@@ -22,6 +22,7 @@ from pipeline import contract, jsonl, store
 from pipeline.agreement import agreement
 from pipeline.errors import DriftwatchError
 from pipeline.gold import GoldQuestion
+from pipeline.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -839,7 +840,7 @@ def run_answers(config, run_date: date, gold: Sequence[GoldQuestion], rankings: 
             scored = [replace_judgement(s, j) for s, j in zip(scored, done.judgements)]
             events.append(done.summary(g.judge_name))
             if done.not_judged or done.unreachable:
-                log.warning("%s: %s", day, events[-1])
+                log.warning("%s: %s", day, redact(events[-1]))
     finally:
         if client is not None:
             client.close()

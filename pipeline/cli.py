@@ -590,6 +590,7 @@ COMMANDS = {"run": _run, "backfill": _backfill, "rebaseline": _rebaseline, "eval
 def _configure_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    redact.install_log_filter()  # a backstop: every record is redacted, whatever its call site formatted
     for noisy in ("sentence_transformers", "transformers", "httpx", "urllib3", "bm25s", "faiss", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # The model libraries draw progress bars when loading weights: noise in a cron log.
@@ -604,8 +605,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except _BAD_INPUT as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {redact.redact(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except LockError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {redact.redact(exc)}", file=sys.stderr)
         return EXIT_LOCKED

@@ -24,6 +24,7 @@ from pipeline import netio, store
 from pipeline.alerts import Alert, _plural, condition_of
 from pipeline.contract import ALERT
 from pipeline.errors import DriftwatchError
+from pipeline.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def notify_webhook(url: str, alerts: Sequence[Alert], *, timeout: float, retries
     fresh = [a for a in alerts if a.new]
     if not fresh:
         return True
-    body = json.dumps({"text": summary_text(fresh, run_date)}).encode()
+    body = json.dumps({"text": redact(summary_text(fresh, run_date))}).encode()
     attempt = 0
     while True:
         attempt += 1
@@ -236,7 +237,8 @@ def _read_outbox(path: Path) -> list[Alert]:
 
 
 def _write_outbox(path: Path, alerts: Iterable[Alert]) -> None:
-    body = "".join(json.dumps(a.row()) + "\n" for a in alerts).encode("utf-8")
+    body = "".join(json.dumps({k: redact(v) if isinstance(v, str) else v for k, v in a.row().items()}) + "\n"
+                   for a in alerts).encode("utf-8")
     store.atomic_write(path, lambda f: f.write(body))
 
 

@@ -30,6 +30,7 @@ from typing import Any
 from pipeline import netio
 from pipeline.config import DEFAULT_USER_AGENT
 from pipeline.contract import MAX_ID_LENGTH
+from pipeline.redact import redact
 
 logger = logging.getLogger(__name__)
 
@@ -579,5 +580,5 @@ def _start_of_next_day(day: date) -> datetime:
 
 
 def _failed(name: str, location: str, error: FeedError) -> FeedOutcome:
-    logger.warning("source %r: feed failed: %s", name, error)
+    logger.warning("source %r: feed failed: %s", name, redact(error))
     return FeedOutcome(source=name, location=location, documents=[], error=str(error))

@@ -20,8 +20,10 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline import memo
+from pipeline.redact import redact
 from pipeline.contract import (AGREEMENT, ALERTS, ANSWERS_DIR, DRIFT, GENERATION, INT_COLUMNS, METRICS, PER_ANSWER,
-                               PER_QUESTION, RUN_DATE, RUNS, SCHEMAS, SIGNALS, TARGETS, TEXT_COLUMNS)
+                               PER_QUESTION, RUN_DATE, RUNS, SCHEMAS, SIGNALS, TARGETS, TEXT_COLUMNS,
+                               UPSTREAM_TEXT_COLUMNS)
 from pipeline.errors import DriftwatchError
 
 log = logging.getLogger(__name__)
@@ -284,7 +286,14 @@ def _frame(rows: pd.DataFrame | Sequence[dict], name: str) -> pd.DataFrame:
     if missing or len(frame.columns) != len(columns):
         extra = [c for c in frame.columns if c not in columns]
         raise StoreSchemaError(f"{name}: rows do not match the contract (missing: {missing}, extra: {extra})")
-    return _without_carriage_returns(frame.loc[:, list(columns)])
+    return _redacted(_without_carriage_returns(frame.loc[:, list(columns)]))
+
+
+def _redacted(frame: pd.DataFrame) -> pd.DataFrame:
+    """The free-text columns with their secrets masked: every CSV row is written through here."""
+    for column in UPSTREAM_TEXT_COLUMNS.intersection(frame.columns):
+        frame[column] = frame[column].map(lambda v: redact(v) if isinstance(v, str) else v)
+    return frame
 
 
 def _without_carriage_returns(frame: pd.DataFrame) -> pd.DataFrame:

@@ -26,6 +26,7 @@ from pipeline.contract import MAX_ID_LENGTH
 from pipeline.errors import DriftwatchError
 from pipeline.gold import GoldQuestion
 from pipeline.retrieval import Ranking
+from pipeline.redact import redact
 
 BUILTIN, HTTP, PYTHON, RUNS = "builtin", "http", "python", "runs"
 DATE_FIELD = "{date}"  # in a runs target's path: the run date, YYYY-MM-DD
@@ -152,7 +153,7 @@ class HttpTarget(Target):
 
     def search(self, question: GoldQuestion, depth: int) -> Ranking:
         c = self.config
-        where = f"target {self.name!r}: {c.url} (question {question.id})"
+        where = f"target {self.name!r}: {redact(c.url)} (question {question.id})"
         data = render_body(c.body, question.question, depth).encode("utf-8")
         headers = {"Content-Type": "application/json", "Accept": "application/json", **self._headers}
         for attempt in range(c.retries + 1):
@@ -393,7 +394,7 @@ def evaluate_target(target: Target, gold: Sequence[GoldQuestion], depth: int, ru
     try:
         rankings = target.rankings(gold, depth, run_date)
     except TargetError as exc:
-        return Outcome(target.name, target.kind, None, round(time.perf_counter() - t0, 3), str(exc))
+        return Outcome(target.name, target.kind, None, round(time.perf_counter() - t0, 3), redact(exc))
     if len(rankings) != len(gold):
         raise AssertionError(f"target {target.name}: {len(rankings)} rankings for {len(gold)} questions")
     return Outcome(target.name, target.kind, rankings, round(time.perf_counter() - t0, 3))
