@@ -713,8 +713,9 @@ def read_records(data_dir: Path, day: date | str) -> list[dict]:
     if not path.exists():
         return []
     try:
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return [jsonl.loads_bounded(line, f"{path}:{n}", store.StoreSchemaError)
+                for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if line.strip()]
+    except UnicodeDecodeError as exc:
         raise store.StoreSchemaError(f"{path}: not an answers file: {exc}") from None
 
 

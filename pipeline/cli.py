@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from datetime import date, timedelta
 from pathlib import Path
 
-from pipeline import contract
+from pipeline import contract, redact
 from pipeline.config import PIPELINES, load_config, require_sources
 from pipeline.errors import DriftwatchError
 from pipeline.simulate import SCENARIOS

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import netio
+from pipeline import jsonl, netio
 from pipeline.answers import (
     CONTRADICTED,
     NO_CLAIMS,
@@ -259,9 +259,9 @@ _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
 
 def _json(text: str) -> dict:
     try:
-        value = json.loads(_FENCE.sub("", text.strip()))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc.msg}") from None
+        value = jsonl.loads_bounded(_FENCE.sub("", text.strip()), "the reply")
+    except jsonl.BadJson as exc:
+        raise ValueError(f"not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise ValueError("not a JSON object")
     return value

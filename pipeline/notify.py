@@ -20,7 +20,7 @@ from itertools import groupby
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pipeline import netio, store
+from pipeline import jsonl, netio, store
 from pipeline.alerts import Alert, _plural, condition_of
 from pipeline.contract import ALERT
 from pipeline.errors import DriftwatchError
@@ -155,7 +155,9 @@ def read_silences(data_dir: Path) -> list[Silence]:
     if not path.exists():
         return []
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = jsonl.loads_bounded(path.read_text(encoding="utf-8"), path, SilenceError)
+    except SilenceError:
+        raise
     except (ValueError, OSError) as exc:
         raise SilenceError(f"{path}: not readable JSON ({exc})") from None
     if not isinstance(raw, list):
@@ -230,7 +232,7 @@ def _read_outbox(path: Path) -> list[Alert]:
     alerts = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         try:
-            alerts.append(Alert(**json.loads(line)))
+            alerts.append(Alert(**jsonl.loads_bounded(line, f"{path}:{number}")))
         except (ValueError, TypeError) as exc:
             log.warning("%s: line %d is not an alert, dropped: %s", path, number, exc)
     return alerts

@@ -11,7 +11,6 @@ import dataclasses
 import hashlib
 import http.client
 import io
-import json
 import logging
 import re
 import time
@@ -27,7 +26,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from pipeline import netio
+from pipeline import jsonl, netio
 from pipeline.config import DEFAULT_USER_AGENT
 from pipeline.contract import MAX_ID_LENGTH
 from pipeline.redact import redact
@@ -236,13 +235,11 @@ def _looks_like_json(data: bytes) -> bool:
 def _json_entries(data: bytes, location: str) -> list[Mapping[str, Any]]:
     """The items of a JSON Feed (https://jsonfeed.org/version/1.1) as feedparser-style entries."""
     try:
-        feed = json.loads(data.removeprefix(codecs.BOM_UTF8).decode("utf-8"))
+        text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8")
     except UnicodeDecodeError as error:
         raise FeedError(f"{location}: not a valid JSON Feed: not UTF-8 ({error.reason} at byte {error.start})") \
             from None
-    except json.JSONDecodeError as error:
-        raise FeedError(f"{location}: not a valid JSON Feed: line {error.lineno}, column {error.colno}: "
-                        f"{error.msg}") from None
+    feed = jsonl.loads_bounded(text, f"{location}: not a valid JSON Feed", FeedError)
     version = feed.get("version") if isinstance(feed, dict) else None
     if not isinstance(version, str) or not version.startswith(JSON_FEED_VERSION):
         raise FeedError(f"{location}: not a valid JSON Feed: version is {version!r}, "

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline import memo
+from pipeline import jsonl, memo
 from pipeline.redact import redact
 from pipeline.contract import (AGREEMENT, ALERTS, ANSWERS_DIR, DRIFT, GENERATION, INT_COLUMNS, METRICS, PER_ANSWER,
                                PER_QUESTION, RUN_DATE, RUNS, SCHEMAS, SIGNALS, TARGETS, TEXT_COLUMNS,
@@ -523,7 +523,7 @@ def read_reference(data_dir: Path) -> date | None:
     if not path.exists():
         return None
     try:
-        return date.fromisoformat(json.loads(path.read_text(encoding="utf-8"))["reference_date"])
+        return date.fromisoformat(jsonl.loads_bounded(path.read_text(encoding="utf-8"), path)["reference_date"])
     except (ValueError, KeyError, TypeError) as exc:
         raise StoreSchemaError(f"{path}: expected {{\"reference_date\": \"YYYY-MM-DD\"}}: {exc}") from None
 
@@ -699,7 +699,7 @@ def _read_journal(path: Path) -> tuple[str, dict[str, str | None], bool]:
     """The run date, each file's old rows (None: the file did not exist) and whether an answers file existed."""
     why = ""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = jsonl.loads_bounded(path.read_text(encoding="utf-8"), path)
     except (OSError, ValueError) as exc:
         value, why = None, str(exc)
     ok = (isinstance(value, dict) and value.get("format") == _JOURNAL_FORMAT

@@ -6,7 +6,6 @@ from __future__ import annotations
 import concurrent.futures
 import http.client
 import importlib
-import json
 import math
 import os
 import sys
@@ -25,8 +24,8 @@ from pipeline.config import Config, ConfigError, TargetConfig, render_body, targ
 from pipeline.contract import MAX_ID_LENGTH
 from pipeline.errors import DriftwatchError
 from pipeline.gold import GoldQuestion
-from pipeline.retrieval import Ranking
 from pipeline.redact import redact
+from pipeline.retrieval import Ranking
 
 BUILTIN, HTTP, PYTHON, RUNS = "builtin", "http", "python", "runs"
 DATE_FIELD = "{date}"  # in a runs target's path: the run date, YYYY-MM-DD
@@ -132,10 +131,7 @@ class HttpTarget(Target):
 
     def _hits(self, body: bytes, where: str) -> list[Hit]:
         c = self.config
-        try:
-            answer = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise TargetError(f"{where}: the response is not JSON ({exc})") from None
+        answer = jsonl.loads_bounded(body, f"{where}: the response", TargetError)
         hits = json_path(answer, c.hits, where)
         if not isinstance(hits, list):
             raise TargetError(f"{where}: {c.hits or 'the response'!r} is not a list of hits")

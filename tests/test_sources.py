@@ -639,7 +639,7 @@ def test_json_feed_version_1_with_html_content_numeric_ids_and_tags():
      "not a valid JSON Feed: version is 'https://example.org/feed', expected https://jsonfeed.org/version/1 "
      "or https://jsonfeed.org/version/1.1"),
     (b'{"version": "https://jsonfeed.org/version/1.1",\n "items": [}',
-     "not a valid JSON Feed: line 2, column 12: Expecting value"),
+     "not a valid JSON Feed: not valid JSON: Expecting value (line 2, column 12)"),
     (b'{"version": "https://jsonfeed.org/version/1.1", "items": []}', "feed has no entries"),
 ])
 def test_unusable_json_feeds_name_the_file(body, message):
