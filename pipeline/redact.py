@@ -45,12 +45,18 @@ def forget() -> None:
 
 def config_secrets(cfg: Config) -> list[str]:
     """The secret values a configuration names: the environment variables it names for secrets (the judge's API
-    key, the HTTP targets' headers) and the path of its webhook (a Slack webhook's path is its credential)."""
+    key, the HTTP targets' headers), the path of its webhook (a Slack webhook's path is its credential), and the
+    passwords and secret-named query values of its URLs (so an upstream reply that echoes one is masked too)."""
     names = [cfg.generation.api_key_env] + [env for t in cfg.targets for env in t.headers.values()]
     values = [os.environ.get(name) for name in names if name]
     if cfg.alerts.webhook_url:
         path = urlsplit(cfg.alerts.webhook_url).path
         values.append(path if len(path.strip("/")) >= MIN_SECRET_LENGTH else None)
+    urls = [s.url for s in cfg.sources] + [t.url for t in cfg.targets] + [cfg.generation.base_url]
+    urls += [cfg.export.mlflow.tracking_uri] if cfg.export.mlflow is not None else []
+    for url in filter(None, urls):
+        values += [m["password"] for m in _USERINFO.finditer(url)]
+        values += [m["value"] for m in _PARAM.finditer(url) if _param(m) != m[0]]
     return [v for v in values if v]
 
 

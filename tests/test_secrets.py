@@ -1,0 +1,157 @@
+"""Secrets never at rest: marker secrets planted in a config's URLs, a feed's query string and a judge's 401 reply,
+then `run`, `check`, `report` and `export`, and every file and every line they wrote searched for them."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import shutil
+import socket
+from datetime import date
+from pathlib import Path
+
+import pytest
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+from pipeline import cli, job
+
+DATA = Path(__file__).parent / "data"
+DAY = date(2026, 11, 4)
+FEED_TOKEN = "MARKER-feed-token-5f2a"
+JUDGE_PASSWORD = "MARKER-judge-pass-81c0"
+MLFLOW_PASSWORD = "MARKER-mlflow-pass-c3d9"
+API_KEY = "MARKER-api-key-0b7e"  # held by the environment variables the config names, echoed by a 401
+HOOK_PATH = "/hooks/T0000/MARKER-hook-path-7a1e"
+MARKERS = (FEED_TOKEN, JUDGE_PASSWORD, MLFLOW_PASSWORD, API_KEY, "MARKER-hook-path-7a1e")
+RSS = (b"<rss version='2.0'><channel><title>t</title><item><guid isPermaLink='false'>tok-1</guid>"
+       b"<title>The tram budget</title><description>The tram line is budgeted again.</description></item>"
+       b"</channel></rss>")
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture()
+def upstream():
+    """Feeds, the judge, a team's search service and the webhook on localhost. The judge and the service answer
+    401 echoing the credential they were sent, as some providers do; the webhook fails, so its URL is logged."""
+    server = HTTPServer(threaded=True)
+    server.start()
+    server.expect_request("/feed.xml").respond_with_data(RSS, content_type="application/rss+xml")
+    server.expect_request("/gone.xml").respond_with_data("gone", status=404)
+
+    def refuse(key: str) -> Response:
+        return Response(json.dumps({"error": {"message": f"Incorrect API key provided: {key}"}}), status=401,
+                        content_type="application/json")
+
+    def judge(request: Request) -> Response:
+        # A base_url with userinfo makes the client send Basic credentials (user:password), not the Bearer key.
+        scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
+        return refuse(base64.b64decode(credential).decode() if scheme == "Basic" else credential)
+    server.expect_request("/v1/chat/completions", method="POST").respond_with_handler(judge)
+    server.expect_request("/search", method="POST").respond_with_handler(
+        lambda request: refuse(request.headers.get("X-Api-Key", "")))
+    server.expect_request(HOOK_PATH, method="POST").respond_with_data("no", status=500)
+    yield server
+    server.clear()
+    if server.is_running():
+        server.stop()
+
+
+def test_no_planted_secret_reaches_any_file_or_output(upstream, embedder, tmp_path, monkeypatch, capsys, caplog):
+    monkeypatch.setattr(job, "Embedder", lambda config: embedder)  # the session's model, not a second load
+    monkeypatch.setenv("DW_TEST_JUDGE_KEY", API_KEY)
+    monkeypatch.setenv("DW_TEST_TEAM_KEY", API_KEY)
+    shutil.copytree(DATA / "e2e", tmp_path / "e2e")
+    logged = tmp_path / "answers.jsonl"
+    logged.write_text(json.dumps({"question_id": "q2", "answer": "It costs 610 million crowns [e2e-tram].",
+                                  "contexts": [{"id": "e2e-tram", "text": "The tram costs 610 million."}]}) + "\n")
+    host = f"127.0.0.1:{upstream.port}"
+    text = f'''
+data_dir = "{tmp_path / 'store'}"
+gold = "{tmp_path / 'e2e' / 'gold.jsonl'}"
+
+[[sources]]
+name = "ledger"
+path = "{tmp_path / 'e2e' / 'feeds'}"
+
+[[sources]]
+name = "live"
+url = "http://{host}/feed.xml?lang=en&access_token={FEED_TOKEN}"
+
+[[sources]]
+name = "gone"
+url = "http://{host}/gone.xml?token={FEED_TOKEN}"
+
+[[targets]]
+name = "bm25"
+kind = "builtin"
+
+[[targets]]
+name = "team"
+kind = "http"
+url = "http://{host}/search"
+headers = {{X-Api-Key = "DW_TEST_TEAM_KEY"}}
+retries = 0
+
+[retrieval]
+pipelines = ["bm25"]
+k = [1, 3]
+candidate_depth = 10
+
+[generation]
+mode = "logged"
+logged = "{logged}"
+base_url = "http://judge:{JUDGE_PASSWORD}@{host}/v1"
+model = "fake-judge"
+api_key_env = "DW_TEST_JUDGE_KEY"
+timeout = 5.0
+retries = 0
+
+[alerts]
+webhook_url = "http://{host}{HOOK_PATH}"
+webhook_retries = 0
+
+[export.mlflow]
+tracking_uri = "http://mlflow:{MLFLOW_PASSWORD}@127.0.0.1:{_closed_port()}"
+timeout = 2
+'''
+    config, bearer = tmp_path / "monitor.toml", tmp_path / "bearer.toml"
+    config.write_text(text)
+    # The next day the judge is reached without userinfo: the client sends the Bearer key, and the reply echoes it.
+    bearer.write_text(text.replace(f"judge:{JUDGE_PASSWORD}@", ""))
+    out = tmp_path / "week.html"
+    caplog.set_level(logging.DEBUG)
+    codes = [cli.main(["run", "--config", str(config), "--date", str(DAY)]),
+             cli.main(["run", "--config", str(bearer), "--date", str(date.fromordinal(DAY.toordinal() + 1))]),
+             cli.main(["check", "--config", str(config)]),
+             cli.main(["report", "--config", str(config), "--out", str(out)]),
+             cli.main(["export", "--config", str(config)])]
+    printed = capsys.readouterr()
+
+    # The secrets were really planted and really met: the feed and the judge were asked with them, the judge's
+    # reply echoed the key, the export and one feed failed (so their URLs were written in messages).
+    asked = [request for request, _ in upstream.log]
+    assert any(r.path == "/feed.xml" and r.args.get("access_token") == FEED_TOKEN for r in asked)
+    assert any(r.path == "/v1/chat/completions" and JUDGE_PASSWORD in base64.b64decode(
+        r.headers.get("Authorization", "").partition(" ")[2]).decode() for r in asked)
+    assert any(r.path == "/v1/chat/completions" and r.headers.get("Authorization") == f"Bearer {API_KEY}"
+               for r in asked)
+    assert any(r.path == "/search" and r.headers.get("X-Api-Key") == API_KEY for r in asked)
+    assert codes[0] in (0, 1) and codes[1] in (0, 1) and codes[3] == 0 and codes[4] == 1, (codes, printed.err[-2000:])
+    runs = (tmp_path / "store" / "runs.csv").read_text()
+    assert "export mlflow failed: http://mlflow:***@127.0.0.1" in runs
+    assert "http://" + host in printed.out + printed.err + caplog.text  # the URLs are still named, masked
+    assert "Incorrect API key provided: ***" in caplog.text
+
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".toml"]
+    assert out in written and len(written) > 10
+    found = {str(p): m for p in written for m in MARKERS if m.encode() in p.read_bytes()}
+    found |= {name: m for name, text in (("stdout", printed.out), ("stderr", printed.err), ("log", caplog.text))
+              for m in MARKERS if m in text}
+    assert found == {}
