@@ -599,6 +599,13 @@ def _configure_logging(verbose: bool) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def _path_error(exc: OSError) -> str:
+    """The message for a path of the wrong kind: a folder where a file is read, or a path under a file."""
+    if isinstance(exc, IsADirectoryError):
+        return f"{exc.filename or exc}: is a folder; a file is expected there (check the configured paths)"
+    return f"{exc.filename or exc}: a part of this path is a file, not a folder (check data_dir and the configured paths)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose)
@@ -606,6 +613,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except _BAD_INPUT as exc:
         print(f"error: {redact.redact(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (IsADirectoryError, NotADirectoryError) as exc:  # a configured path that is a folder, or under a file
+        print(f"error: {redact.redact(_path_error(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except LockError as exc:
         print(f"error: {redact.redact(exc)}", file=sys.stderr)
