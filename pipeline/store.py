@@ -487,7 +487,7 @@ def _parse(f: io.BufferedIOBase, name: str, header: bool = True) -> pd.DataFrame
             frame[c] = pd.to_numeric(frame[c], errors="coerce").astype("Int64")
         elif c not in TEXT_COLUMNS:
             frame[c] = pd.to_numeric(frame[c], errors="coerce").astype("float64")
-    return frame
+    return _redacted(frame)  # a history written before redaction is shown masked too (dashboard, report)
 
 
 def _empty(name: str) -> pd.DataFrame:

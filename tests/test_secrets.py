@@ -18,6 +18,7 @@ from werkzeug import Request, Response
 from pipeline import cli, job
 
 DATA = Path(__file__).parent / "data"
+APP = Path(__file__).resolve().parents[1] / "app.py"
 DAY = date(2026, 11, 4)
 FEED_TOKEN = "MARKER-feed-token-5f2a"
 JUDGE_PASSWORD = "MARKER-judge-pass-81c0"
@@ -155,3 +156,40 @@ timeout = 2
     found |= {(name, m) for name, text in (("stdout", printed.out), ("stderr", printed.err), ("log", caplog.text))
               for m in MARKERS if m in text}
     assert found == set()
+
+    assert _dashboard_text(tmp_path / "store", monkeypatch).count("export mlflow failed") >= 1  # the events shown
+    found = {m for m in MARKERS if m in _dashboard_text(tmp_path / "store", monkeypatch)}
+    assert found == set()
+
+
+def _dashboard_text(data_dir: Path, monkeypatch) -> str:
+    """Everything the pages that show runs' events and alerts' messages draw (every element's protobuf, tables'
+    cells included), from Streamlit's AppTest."""
+    import streamlit as st
+    from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.testing.v1 import AppTest
+
+    original = PagesManager.__init__
+
+    def steady(self, *args, **kwargs) -> None:  # a server's state after its first request (see test_app.py)
+        original(self, *args, **kwargs)
+        PagesManager.uses_pages_directory = False
+
+    monkeypatch.setattr(PagesManager, "__init__", steady)
+    monkeypatch.setenv("DRIFTWATCH_DATA_DIR", str(data_dir))
+    monkeypatch.delenv("DRIFTWATCH_CONFIG", raising=False)
+    st.cache_data.clear()
+    at = AppTest.from_file(str(APP), default_timeout=120).run()
+    shown = []
+
+    def walk(node) -> None:
+        if getattr(node, "proto", None) is not None:
+            shown.append(str(node.proto))
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+    for page in ("pages/overview.py", "pages/trends.py", "pages/alerts.py", "pages/weekly.py"):
+        at.switch_page(page).run()
+        assert not at.exception, [e.value for e in at.exception]
+        walk(at._tree)
+    st.cache_data.clear()
+    return "\n".join(shown)
