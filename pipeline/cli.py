@@ -603,7 +603,7 @@ def _path_error(exc: OSError) -> str:
     """The message for a path of the wrong kind: a folder where a file is read, or a path under a file."""
     if isinstance(exc, IsADirectoryError):
         return f"{exc.filename or exc}: is a folder; a file is expected there (check the configured paths)"
-    return f"{exc.filename or exc}: a part of this path is a file, not a folder (check data_dir and the configured paths)"
+    return f"{exc.filename or exc}: a part of this path is a file, not a folder (check data_dir and the paths)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

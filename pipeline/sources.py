@@ -81,6 +81,15 @@ class HttpCacheEntry:
     last_modified: str | None
 
 
+CACHE_KEY_PREFIX = "sha256:"
+
+
+def http_cache_key(url: str) -> str:
+    """A feed's key in the HTTP cache: the URL's digest, never the URL (it may carry a token, and the cache is
+    stored in corpus.sqlite)."""
+    return CACHE_KEY_PREFIX + hashlib.sha256(url.encode("utf-8")).hexdigest()
+
+
 @dataclass(frozen=True)
 class FeedOutcome:
     source: str
@@ -502,7 +511,8 @@ def _collect_url(
     max_bytes: int,
     user_agent: str,
 ) -> FeedOutcome:
-    cached = http_cache.get(url)
+    key = http_cache_key(url)
+    cached = http_cache.get(key)
     try:
         result = fetch_url(
             url,
@@ -515,16 +525,16 @@ def _collect_url(
     except FeedError as error:
         return _failed(name, url, error)
     if result.status == 304:
-        http_cache[url] = HttpCacheEntry(etag=result.etag, last_modified=result.last_modified)
+        http_cache[key] = HttpCacheEntry(etag=result.etag, last_modified=result.last_modified)
         return FeedOutcome(source=name, location=url, documents=[], error=None, not_modified=True)
     try:
-        documents = parse_feed(result.body or b"", source=name, location=url)
+        documents = parse_feed(result.body or b"", source=name, location=redact(url))  # named in warnings
     except FeedError as error:
         # Forget the validators, or the next run would get a 304 for this same broken
         # body and report the feed as healthy.
-        http_cache.pop(url, None)
+        http_cache.pop(key, None)
         return _failed(name, url, error)
-    http_cache[url] = HttpCacheEntry(etag=result.etag, last_modified=result.last_modified)
+    http_cache[key] = HttpCacheEntry(etag=result.etag, last_modified=result.last_modified)
     return FeedOutcome(source=name, location=url, documents=documents, error=None)
 
 

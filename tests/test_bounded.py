@@ -54,8 +54,8 @@ def _logged_answers(path: Path) -> object:
 
 
 def _logged_run(path: Path) -> object:
-    from pipeline.targets import RunsTarget
     from pipeline.gold import GoldQuestion
+    from pipeline.targets import RunsTarget
     path.write_text(DEEP_LINE + "\n")
     target = RunsTarget(TargetConfig(name="logs", kind="runs", format="jsonl", path=path))
     return target.rankings([GoldQuestion("q1", "A?", {"a": 1})], 10, DAY)

@@ -43,7 +43,8 @@ def upstream():
     401 echoing the credential they were sent, as some providers do; the webhook fails, so its URL is logged."""
     server = HTTPServer(threaded=True)
     server.start()
-    server.expect_request("/feed.xml").respond_with_data(RSS, content_type="application/rss+xml")
+    server.expect_request("/feed.xml").respond_with_data(RSS, content_type="application/rss+xml",
+                                                         headers={"ETag": '"v1"'})  # kept in the HTTP cache
     server.expect_request("/gone.xml").respond_with_data("gone", status=404)
 
     def refuse(key: str) -> Response:
