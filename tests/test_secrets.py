@@ -8,6 +8,7 @@ import json
 import logging
 import shutil
 import socket
+import sqlite3
 from datetime import date
 from pathlib import Path
 
@@ -125,12 +126,13 @@ timeout = 2
 '''
     config, bearer = tmp_path / "monitor.toml", tmp_path / "bearer.toml"
     config.write_text(text)
-    # The next day the judge is reached without userinfo: the client sends the Bearer key, and the reply echoes it.
+    # Today the judge is reached without userinfo: the client sends the Bearer key, and the reply echoes it.
     bearer.write_text(text.replace(f"judge:{JUDGE_PASSWORD}@", ""))
     out = tmp_path / "week.html"
     caplog.set_level(logging.DEBUG)
     codes = [cli.main(["run", "--config", str(config), "--date", str(DAY)]),
-             cli.main(["run", "--config", str(bearer), "--date", str(date.fromordinal(DAY.toordinal() + 1))]),
+             # today: a past date replays the corpus, today's run fetches the feeds (and keeps their ETags)
+             cli.main(["run", "--config", str(bearer), "--date", str(date.today())]),
              cli.main(["check", "--config", str(config)]),
              cli.main(["report", "--config", str(config), "--out", str(out)]),
              cli.main(["export", "--config", str(config)])]
@@ -147,6 +149,8 @@ timeout = 2
     assert any(r.path == "/search" and r.headers.get("X-Api-Key") == API_KEY for r in asked)
     assert codes[0] in (0, 1) and codes[1] in (0, 1) and codes[3] == 0 and codes[4] == 1, (codes, printed.err[-2000:])
     runs = (tmp_path / "store" / "runs.csv").read_text()
+    with sqlite3.connect(tmp_path / "store" / "corpus.sqlite") as db:
+        assert db.execute("SELECT count(*) FROM http_cache WHERE etag = '\"v1\"'").fetchone() == (1,)
     assert "export mlflow failed: http://mlflow:***@127.0.0.1" in runs
     assert "http://" + host in printed.out + printed.err + caplog.text  # the URLs are still named, masked
     assert "Incorrect API key provided: ***" in caplog.text
