@@ -198,3 +198,32 @@ def _dashboard_text(data_dir: Path, monkeypatch) -> str:
         walk(at._tree)
     st.cache_data.clear()
     return "\n".join(shown)
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("https://alice:s3cret@mlflow.example:5000/x", "https://alice:***@mlflow.example:5000/x"),
+    ("http://127.0.0.1:8080/feed@2x.xml", "http://127.0.0.1:8080/feed@2x.xml"),  # a port, an @ in the path: kept
+    ("http://h/f.xml?lang=en&Access_Token=abc&page=2", "http://h/f.xml?lang=en&Access_Token=***&page=2"),
+    ("GET /f?sig=a1;apiKey=b2 failed", "GET /f?sig=***;apiKey=*** failed"),
+    ("http://h/f?monkey=1", "http://h/f?monkey=***"),  # a substring match on the name: masked rather than missed
+    ("Authorization: Bearer abc.def-123", "Authorization: Bearer ***"),
+    ("sqlite:///tmp/mlflow.db and mlruns", "sqlite:///tmp/mlflow.db and mlruns"),
+])
+def test_redact_masks_the_password_secret_parameters_and_credentials_only(text, shown):
+    from pipeline.redact import redact
+    assert redact(text) == shown
+
+
+def test_configured_values_are_masked_anywhere_and_short_ones_never(monkeypatch):
+    from pipeline import redact
+    from pipeline.config import AlertsConfig, Config, GenerationConfig, SourceConfig
+    monkeypatch.setenv("DW_KEY", "sk-live-123456")
+    config = Config(data_dir=Path("d"), gold=Path("g"),
+                    sources=(SourceConfig(name="s", url="http://u:feedpass@h/f?token=feedtok"),),
+                    generation=GenerationConfig(api_key_env="DW_KEY"),
+                    alerts=AlertsConfig(webhook_url="https://hooks.example/services/T1/B2/xyz"))
+    assert sorted(redact.config_secrets(config)) == ["/services/T1/B2/xyz", "feedpass", "feedtok", "sk-live-123456"]
+    monkeypatch.setattr(redact, "_values", frozenset())
+    redact.remember([*redact.config_secrets(config), "ab"])
+    assert redact.redact("401: key sk-live-123456 (feedpass) at /services/T1/B2/xyz, ab") == \
+        "401: key *** (***) at ***, ab"
