@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import time
 from datetime import date
 from pathlib import Path
 
@@ -23,15 +24,27 @@ DEEP_LINE = '{"query": ' + DEEP + "}"
 
 
 def test_loads_bounded_refuses_depth_and_size_and_counts_no_bracket_inside_a_string():
-    with pytest.raises(jsonl.BadJson, match=rf"^reply\.json: JSON nested {LEVELS} levels deep, over the limit"):
+    with pytest.raises(jsonl.BadJson, match=rf"^reply\.json: JSON nested deeper than {jsonl.MAX_DEPTH} levels"):
         jsonl.loads_bounded(DEEP, "reply.json")
     assert jsonl.loads_bounded("[" * jsonl.MAX_DEPTH + "]" * jsonl.MAX_DEPTH, "x") is not None
-    with pytest.raises(jsonl.BadJson, match=f"{jsonl.MAX_DEPTH + 1} levels"):
+    with pytest.raises(jsonl.BadJson, match="nested deeper than"):
         jsonl.loads_bounded("[" * (jsonl.MAX_DEPTH + 1) + "]" * (jsonl.MAX_DEPTH + 1), "x")
     brackets = "[{" * 1000 + '\\"'  # inside a string (with an escaped quote): text, not nesting
     assert jsonl.loads_bounded(json.dumps({"q": brackets}), "x") == {"q": brackets}
     with pytest.raises(jsonl.BadJson, match="x: 12 characters of JSON, over the limit of 10"):
         jsonl.loads_bounded('{"a": "bcd"}', "x", max_chars=10)
+
+
+@pytest.mark.parametrize("hostile", ['\\"' * 5_000_000, '"' + "[" * 10_000_000, "[]" * 5_000_000],
+                         ids=["escaped quotes", "an unterminated string", "shallow brackets"])
+def test_loads_bounded_scans_ten_megabytes_in_one_linear_pass(hostile):
+    """A string pattern that backtracks took 9 s on 40 KB of \\" (quadratic); this one is linear."""
+    t0 = time.perf_counter()
+    try:
+        jsonl.loads_bounded(hostile, "x")
+    except jsonl.BadJson:
+        pass
+    assert time.perf_counter() - t0 < 5
 
 
 def _gold(path: Path) -> object:
@@ -115,7 +128,7 @@ def test_damaged_stored_files_are_skipped_with_a_warning(tmp_path, caplog):
         assert [a.message for a in notify.pending(tmp_path)] == ["low"]
         assert memo.load(tmp_path, "m") is None
         assert indexes._read_sidecar(tmp_path) is None
-    assert caplog.text.count("JSON nested 100000 levels deep") == 3
+    assert caplog.text.count(f"JSON nested deeper than {jsonl.MAX_DEPTH} levels") == 3
     assert f"{tmp_path / notify.OUTBOX_FILE}:1" in caplog.text
 
 
@@ -131,7 +144,7 @@ def test_a_target_replying_deep_json_fails_alone_and_the_run_writes_its_row(e2e_
     targets = store.read(config.data_dir, contract.TARGETS).set_index("target")
     assert targets.loc["hostile", "status"] == "failed" and targets.loc["bm25", "status"] == "ok"
     assert f"{httpserver.url_for('/search')}" in targets.loc["hostile", "message"]
-    assert f"JSON nested {LEVELS} levels deep" in targets.loc["hostile", "message"]
+    assert f"JSON nested deeper than {jsonl.MAX_DEPTH} levels" in targets.loc["hostile", "message"]
     assert set(store.read_metrics(config.data_dir)["pipeline"]) == {"bm25"}
 
 
