@@ -9,8 +9,10 @@ import logging
 import streamlit as st
 
 from pages import _ui as ui
+from pipeline import redact
 
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+redact.install_log_filter()  # every record is redacted before it is written
 
 # An emoji favicon: Streamlit draws it as inline SVG, where a ":material/...:" one is fetched from fonts.gstatic.com.
 st.set_page_config(page_title="driftwatch", page_icon="📈", layout="wide")

@@ -22,6 +22,7 @@ from pipeline import contract, jsonl, store
 from pipeline.agreement import agreement
 from pipeline.errors import DriftwatchError
 from pipeline.gold import GoldQuestion
+from pipeline.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -712,8 +713,9 @@ def read_records(data_dir: Path, day: date | str) -> list[dict]:
     if not path.exists():
         return []
     try:
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return [jsonl.loads_bounded(line, f"{path}:{n}", store.StoreSchemaError)
+                for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if line.strip()]
+    except UnicodeDecodeError as exc:
         raise store.StoreSchemaError(f"{path}: not an answers file: {exc}") from None
 
 
@@ -839,7 +841,7 @@ def run_answers(config, run_date: date, gold: Sequence[GoldQuestion], rankings: 
             scored = [replace_judgement(s, j) for s, j in zip(scored, done.judgements)]
             events.append(done.summary(g.judge_name))
             if done.not_judged or done.unreachable:
-                log.warning("%s: %s", day, events[-1])
+                log.warning("%s: %s", day, redact(events[-1]))
     finally:
         if client is not None:
             client.close()

@@ -14,6 +14,7 @@ from pipeline.corpus import CORPUS_FILE
 from pipeline.corpus import check_file as check_corpus
 from pipeline.errors import DriftwatchError
 from pipeline.gold import GoldQuestion, load_gold
+from pipeline.redact import redact
 from pipeline.sources import collect
 
 # Every dated file of a folder and every entry of a file, whatever its date: check looks at all a source holds.
@@ -175,4 +176,4 @@ def table(report: CheckReport) -> str:
     problems = report.problems
     lines += ["", "check passed: every source answered and every gold document id was found" if not problems
               else f"check failed: {len(problems)} problem(s)"]
-    return "\n".join(lines)
+    return redact("\n".join(lines))  # sources' URLs and upstream replies: printed, so never in clear

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from datetime import date, timedelta
 from pathlib import Path
 
-from pipeline import contract
+from pipeline import contract, redact
 from pipeline.config import PIPELINES, load_config, require_sources
 from pipeline.errors import DriftwatchError
 from pipeline.simulate import SCENARIOS
@@ -613,6 +613,7 @@ COMMANDS = {"run": _run, "backfill": _backfill, "rebaseline": _rebaseline, "eval
 def _configure_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    redact.install_log_filter()  # a backstop: every record is redacted, whatever its call site formatted
     for noisy in ("sentence_transformers", "transformers", "httpx", "urllib3", "bm25s", "faiss", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # The model libraries draw progress bars when loading weights: noise in a cron log.
@@ -621,14 +622,24 @@ def _configure_logging(verbose: bool) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def _path_error(exc: OSError) -> str:
+    """The message for a path of the wrong kind: a folder where a file is read, or a path under a file."""
+    if isinstance(exc, IsADirectoryError):
+        return f"{exc.filename or exc}: is a folder; a file is expected there (check the configured paths)"
+    return f"{exc.filename or exc}: a part of this path is a file, not a folder (check data_dir and the paths)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose)
     try:
         return COMMANDS[args.command](args)
     except _BAD_INPUT as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {redact.redact(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (IsADirectoryError, NotADirectoryError) as exc:  # a configured path that is a folder, or under a file
+        print(f"error: {redact.redact(_path_error(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except LockError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {redact.redact(exc)}", file=sys.stderr)
         return EXIT_LOCKED

@@ -18,7 +18,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from pipeline import __version__
+from pipeline import __version__, redact
 from pipeline.contract import DRIFT_FAMILY
 from pipeline.errors import DriftwatchError
 from pipeline.metrics import DEFAULT_WATCHED, MEAN_NAMES
@@ -791,6 +791,7 @@ def load_config(path: Path | str | None = None, *, data_dir: Path | str | None =
         cfg = cfg.replace(data_dir=Path(override).expanduser().resolve())
     cfg = cfg.replace(file=path)
     _check(cfg, str(path))
+    redact.remember(redact.config_secrets(cfg))  # from here on, every written message masks them
     return cfg
 
 

@@ -72,6 +72,8 @@ TEXT_COLUMNS = frozenset({
     "question_id", "retrieved", "statistic", "reference_date", "rule", "severity", "message", "reference_start",
     "current_start", "verdict", "detail", "since", "signal", "target", "kind", "source", "faithfulness_state",
     "unsupported", "citations_invalid", "layer", "judge", "level", "labels_file"})
+# The free-text columns that may carry a URL or an upstream reply: redacted on every write (pipeline/redact.py).
+UPSTREAM_TEXT_COLUMNS = frozenset({"events", "message", "detail"})
 INT_COLUMNS = frozenset({
     "feeds_ok", "feeds_failed", "docs_new", "docs_updated", "docs_deleted", "docs_total", "chunks_total",
     "chunks_embedded", "k", "n_questions", "first_relevant_rank", "gold_missing", "n_reference", "n_current"})

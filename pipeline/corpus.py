@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.errors import DriftwatchError
-from pipeline.sources import Document, FileValidator, HttpCacheEntry, bounded_id
+from pipeline.sources import CACHE_KEY_PREFIX, Document, FileValidator, HttpCacheEntry, bounded_id
 
 log = logging.getLogger(__name__)
 
@@ -548,6 +548,9 @@ class Corpus:
 
     def save_http_cache(self, cache: Mapping[str, HttpCacheEntry], now: str) -> None:
         with self.db:
+            # Rows an older version keyed by the URL itself (a token in clear) go, at the cost of one full GET.
+            self.db.execute("DELETE FROM http_cache WHERE substr(url, 1, ?) != ?",
+                            (len(CACHE_KEY_PREFIX), CACHE_KEY_PREFIX))
             self.db.executemany("INSERT OR REPLACE INTO http_cache VALUES (?, ?, ?, ?)",
                                 [(url, e.etag, e.last_modified, now) for url, e in cache.items()])
 

@@ -22,6 +22,7 @@ from pipeline import contract, netio, store
 from pipeline.config import Config, MlflowExportConfig, PrometheusExportConfig, WhylogsExportConfig, has_scheme
 from pipeline.contract import ALERT, DRIFTED, STABLE, WARNING
 from pipeline.corpus import Corpus, text_hash
+from pipeline.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -149,11 +150,11 @@ def export(config: Config, days: Sequence[date], *, pending: dict | None = None,
                 with _corpus(config.data_dir, corpus) as open_corpus:
                     for day in days:
                         write_profiles(config, history, open_corpus, day)
-            outcomes.append(ExportOutcome(name, where))
+            outcomes.append(ExportOutcome(name, redact(where)))
         except Exception as exc:  # noqa: BLE001 (any failure of a publisher: logged and counted, never fatal)
-            message = f"{where}: " + " ".join(str(exc).split())[:MAX_MESSAGE]
+            message = redact(f"{where}: " + " ".join(str(exc).split())[:MAX_MESSAGE])
             log.warning("export %s failed: %s", name, message)
-            outcomes.append(ExportOutcome(name, where, message))
+            outcomes.append(ExportOutcome(name, redact(where), message))
     return outcomes
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, timezone
 from pathlib import Path
 
-from pipeline import answers, contract, store
+from pipeline import answers, contract, jsonl, store
 from pipeline.config import Config, ExportConfig, GenerationConfig, SourceConfig, TargetConfig, target_list
 from pipeline.corpus import Corpus
 from pipeline.demo import clear_history
@@ -177,10 +177,10 @@ def _pipelines(result, k: int) -> dict[str, dict]:
 
 def load_report(path: Path) -> dict:
     try:
-        report = json.loads(Path(path).read_text(encoding="utf-8"))
+        report = jsonl.loads_bounded(Path(path).read_text(encoding="utf-8"), path, GateError)
     except FileNotFoundError:
         raise GateError(f"{path}: baseline report not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise GateError(f"{path}: not a JSON report: {exc}") from None
     if not isinstance(report, dict) or "pipelines" not in report:
         raise GateError(f"{path}: not a driftwatch eval report")

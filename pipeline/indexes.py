@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline import jsonl
 from pipeline.chunking import Chunk
 from pipeline.config import Config
 from pipeline.corpus import text_hash
@@ -135,7 +136,7 @@ class _Damaged(Exception):
 
 def _read_sidecar(folder: Path) -> dict | None:
     try:
-        stored = json.loads((folder / SIDECAR).read_text(encoding="utf-8"))
+        stored = jsonl.loads_bounded((folder / SIDECAR).read_text(encoding="utf-8"), folder / SIDECAR)
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
@@ -165,7 +166,7 @@ def _read_stored(folder: Path, stored: dict, needs_bm25: bool) -> _Stored | None
     """The stored chunks with their vectors and counts (each None when not stored), checked against each other
     and the sidecar; None when the chunks were not recorded."""
     try:
-        listed = json.loads((folder / CHUNKS).read_text(encoding="utf-8"))
+        listed = jsonl.loads_bounded((folder / CHUNKS).read_text(encoding="utf-8"), folder / CHUNKS)
     except FileNotFoundError:
         log.info("%s: no %s (the stored chunks): rebuilding", folder, CHUNKS)
         return None
@@ -249,7 +250,7 @@ def _load_counts(folder: Path) -> TermCounts:
     """The stored counts, checked for consistency (a damaged file raises ValueError)."""
     from scipy import sparse
 
-    vocab = json.loads((folder / VOCAB).read_text(encoding="utf-8"))
+    vocab = jsonl.loads_bounded((folder / VOCAB).read_text(encoding="utf-8"), folder / VOCAB)
     with np.load(folder / COUNTS, allow_pickle=False) as stored:
         data, indices, indptr, lengths = (stored[k] for k in ("data", "indices", "indptr", "lengths"))
     n = len(lengths)

@@ -34,6 +34,7 @@ from pipeline.metrics import MEAN_NAMES, METRICS, evaluate
 from pipeline.retrieval import RERANKER, Ranking, Reranker, Retriever
 from pipeline.sources import Document, FeedError, FeedOutcome, collect
 from pipeline.targets import Outcome, Target, evaluate_target, external_targets
+from pipeline.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -350,7 +351,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         answered = {t.name: evaluate_target(t, gold, depth, run_date) for t in externals}
         for outcome in answered.values():
             if not outcome.ok:
-                log.warning("%s: %s", run_date, outcome.message)
+                log.warning("%s: %s", run_date, redact(outcome.message))
         outcomes = ingest(config, corpus, run_date)
         if not config.sources:
             for outcome in answered.values():

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import netio
+from pipeline import jsonl, netio
 from pipeline.answers import (
     CONTRADICTED,
     NO_CLAIMS,
@@ -38,6 +38,7 @@ from pipeline.answers import (
 )
 from pipeline.config import GenerationConfig
 from pipeline.errors import DriftwatchError
+from pipeline.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -231,17 +232,17 @@ class Client:
 
                     if isinstance(error, openai.OpenAIError):
                         self.failures += 1
-                        raise Unreachable(f"{self.config.base_url}: {error}") from None
+                        raise Unreachable(redact(f"{self.config.base_url}: {error}")) from None
                     raise
                 last = error
-                log.info("%s: attempt %d failed: %s", self.config.base_url, attempt + 1, error)
+                log.info("%s", redact(f"{self.config.base_url}: attempt {attempt + 1} failed: {error}"))
                 continue
             self.budget.spend(tokens)
             try:
                 value = parse(text)
             except ValueError as error:
                 last = Unparseable(f"{model}: {error}; reply {text[:200]!r}")
-                log.info("%s: attempt %d gave an unparseable reply: %s", self.config.base_url, attempt + 1, error)
+                log.info("%s", redact(f"{self.config.base_url}: attempt {attempt + 1} gave an unparseable reply: {error}"))
                 continue
             self.cache.put(model, key, text)
             return value
@@ -258,9 +259,9 @@ _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
 
 def _json(text: str) -> dict:
     try:
-        value = json.loads(_FENCE.sub("", text.strip()))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc.msg}") from None
+        value = jsonl.loads_bounded(_FENCE.sub("", text.strip()), "the reply")
+    except jsonl.BadJson as exc:
+        raise ValueError(f"not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise ValueError("not a JSON object")
     return value
@@ -383,14 +384,14 @@ def _judge_calls(client: Client, model: str, record: AnswerRecord) -> Judgement:
             if not any(c.verdict in (SUPPORTED, CONTRADICTED) for c in claims):
                 state = undetermined(NO_DETERMINABLE)
     except (Unparseable, Unreachable) as error:
-        log.warning("faithfulness of %s: %s", record.question_id, error)
+        log.warning("faithfulness of %s: %s", record.question_id, redact(error))
         state = _state_of(error)
     relevance = reverse = noncommittal = None
     reason, asked = "", ()
     try:
         relevance, reason = client.chat(model, RELEVANCE_PROMPT, relevance_user(record), parse_relevance)
     except (Unparseable, Unreachable) as error:
-        log.warning("relevance of %s: %s", record.question_id, error)
+        log.warning("relevance of %s: %s", record.question_id, redact(error))
     try:
         questions, noncommittal = client.chat(model, REVERSE_PROMPT, reverse_user(record), parse_reverse)
         if noncommittal or not questions:
@@ -398,7 +399,7 @@ def _judge_calls(client: Client, model: str, record: AnswerRecord) -> Judgement:
         else:
             asked = tuple(questions)
     except (Unparseable, Unreachable) as error:
-        log.warning("reverse-question relevance of %s: %s", record.question_id, error)
+        log.warning("reverse-question relevance of %s: %s", record.question_id, redact(error))
     return Judgement(state, claims, refusal, relevance, reverse, noncommittal, reason, asked)
 
 
@@ -444,7 +445,7 @@ def generate_answers(client: Client, questions: Sequence[tuple[str, str]], conte
             return client.chat(client.config.model, GENERATE_PROMPT,
                                generation_user(questions[i][1], contexts[i])).strip()
         except (Unreachable, Unparseable, BudgetExhausted) as error:
-            log.warning("generation for %s: %s", questions[i][0], error)
+            log.warning("generation for %s: %s", questions[i][0], redact(error))
             return None
 
     with ThreadPoolExecutor(max_workers=client.config.concurrency) as pool:

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from pipeline import jsonl
+
 log = logging.getLogger(__name__)
 
 MEMO_DIR = "memo"  # in the data directory
@@ -61,7 +63,7 @@ def load(data_dir: Path, name: str) -> tuple[str, dict] | None:
     """The key and value kept as `name`, or None (no file, a damaged file)."""
     path = Path(data_dir) / MEMO_DIR / f"{name}.json"
     try:
-        stored = json.loads(path.read_text(encoding="utf-8"))
+        stored = jsonl.loads_bounded(path.read_text(encoding="utf-8"), path)
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:

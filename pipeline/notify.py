@@ -20,10 +20,11 @@ from itertools import groupby
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pipeline import netio, store
+from pipeline import jsonl, netio, store
 from pipeline.alerts import Alert, _plural, condition_of
 from pipeline.contract import ALERT
 from pipeline.errors import DriftwatchError
+from pipeline.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def notify_webhook(url: str, alerts: Sequence[Alert], *, timeout: float, retries
     fresh = [a for a in alerts if a.new]
     if not fresh:
         return True
-    body = json.dumps({"text": summary_text(fresh, run_date)}).encode()
+    body = json.dumps({"text": redact(summary_text(fresh, run_date))}).encode()
     attempt = 0
     while True:
         attempt += 1
@@ -154,7 +155,9 @@ def read_silences(data_dir: Path) -> list[Silence]:
     if not path.exists():
         return []
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = jsonl.loads_bounded(path.read_text(encoding="utf-8"), path, SilenceError)
+    except SilenceError:
+        raise
     except (ValueError, OSError) as exc:
         raise SilenceError(f"{path}: not readable JSON ({exc})") from None
     if not isinstance(raw, list):
@@ -229,14 +232,15 @@ def _read_outbox(path: Path) -> list[Alert]:
     alerts = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         try:
-            alerts.append(Alert(**json.loads(line)))
+            alerts.append(Alert(**jsonl.loads_bounded(line, f"{path}:{number}")))
         except (ValueError, TypeError) as exc:
             log.warning("%s: line %d is not an alert, dropped: %s", path, number, exc)
     return alerts
 
 
 def _write_outbox(path: Path, alerts: Iterable[Alert]) -> None:
-    body = "".join(json.dumps(a.row()) + "\n" for a in alerts).encode("utf-8")
+    body = "".join(json.dumps({k: redact(v) if isinstance(v, str) else v for k, v in a.row().items()}) + "\n"
+                   for a in alerts).encode("utf-8")
     store.atomic_write(path, lambda f: f.write(body))
 
 

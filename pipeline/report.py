@@ -20,6 +20,7 @@ from pipeline.contract import ALERT, WARNING
 from pipeline.charts import EVENT_COLOUR, MAX_EVENT_LABEL, SEVERITY_COLOURS, colour_map
 from pipeline.views.alerts import incidents
 from pipeline.views.overview import OK
+from pipeline.redact import redact
 
 REVIEW_METRICS = ("hit", "recall", "mrr", "ndcg", "unjudged")  # the summary table's columns
 CHART_METRIC = "recall"
@@ -177,7 +178,9 @@ th { background: #f6f8fa; } td.num { text-align: right; font-variant-numeric: ta
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    """Every text of the page goes through here: redacted (a history written before redaction may hold a
+    secret in its events or messages), then escaped."""
+    return html.escape(redact(value), quote=True)
 
 
 def _num(value: float, fmt: str = ".3f") -> str:

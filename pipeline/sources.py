@@ -11,7 +11,6 @@ import dataclasses
 import hashlib
 import http.client
 import io
-import json
 import logging
 import re
 import time
@@ -27,9 +26,10 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from pipeline import netio
+from pipeline import jsonl, netio
 from pipeline.config import DEFAULT_USER_AGENT
 from pipeline.contract import MAX_ID_LENGTH
+from pipeline.redact import redact
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +79,15 @@ class HttpResult:
 class HttpCacheEntry:
     etag: str | None
     last_modified: str | None
+
+
+CACHE_KEY_PREFIX = "sha256:"
+
+
+def http_cache_key(url: str) -> str:
+    """A feed's key in the HTTP cache: the URL's digest, never the URL (it may carry a token, and the cache is
+    stored in corpus.sqlite)."""
+    return CACHE_KEY_PREFIX + hashlib.sha256(url.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -235,13 +244,11 @@ def _looks_like_json(data: bytes) -> bool:
 def _json_entries(data: bytes, location: str) -> list[Mapping[str, Any]]:
     """The items of a JSON Feed (https://jsonfeed.org/version/1.1) as feedparser-style entries."""
     try:
-        feed = json.loads(data.removeprefix(codecs.BOM_UTF8).decode("utf-8"))
+        text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8")
     except UnicodeDecodeError as error:
         raise FeedError(f"{location}: not a valid JSON Feed: not UTF-8 ({error.reason} at byte {error.start})") \
             from None
-    except json.JSONDecodeError as error:
-        raise FeedError(f"{location}: not a valid JSON Feed: line {error.lineno}, column {error.colno}: "
-                        f"{error.msg}") from None
+    feed = jsonl.loads_bounded(text, f"{location}: not a valid JSON Feed", FeedError)
     version = feed.get("version") if isinstance(feed, dict) else None
     if not isinstance(version, str) or not version.startswith(JSON_FEED_VERSION):
         raise FeedError(f"{location}: not a valid JSON Feed: version is {version!r}, "
@@ -504,7 +511,8 @@ def _collect_url(
     max_bytes: int,
     user_agent: str,
 ) -> FeedOutcome:
-    cached = http_cache.get(url)
+    key = http_cache_key(url)
+    cached = http_cache.get(key)
     try:
         result = fetch_url(
             url,
@@ -517,16 +525,16 @@ def _collect_url(
     except FeedError as error:
         return _failed(name, url, error)
     if result.status == 304:
-        http_cache[url] = HttpCacheEntry(etag=result.etag, last_modified=result.last_modified)
+        http_cache[key] = HttpCacheEntry(etag=result.etag, last_modified=result.last_modified)
         return FeedOutcome(source=name, location=url, documents=[], error=None, not_modified=True)
     try:
-        documents = parse_feed(result.body or b"", source=name, location=url)
+        documents = parse_feed(result.body or b"", source=name, location=redact(url))  # named in warnings
     except FeedError as error:
         # Forget the validators, or the next run would get a 304 for this same broken
         # body and report the feed as healthy.
-        http_cache.pop(url, None)
+        http_cache.pop(key, None)
         return _failed(name, url, error)
-    http_cache[url] = HttpCacheEntry(etag=result.etag, last_modified=result.last_modified)
+    http_cache[key] = HttpCacheEntry(etag=result.etag, last_modified=result.last_modified)
     return FeedOutcome(source=name, location=url, documents=documents, error=None)
 
 
@@ -579,5 +587,5 @@ def _start_of_next_day(day: date) -> datetime:
 
 
 def _failed(name: str, location: str, error: FeedError) -> FeedOutcome:
-    logger.warning("source %r: feed failed: %s", name, error)
+    logger.warning("source %r: feed failed: %s", name, redact(error))
     return FeedOutcome(source=name, location=location, documents=[], error=str(error))

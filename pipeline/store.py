@@ -21,9 +21,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline import memo
+from pipeline import jsonl, memo
+from pipeline.redact import redact
 from pipeline.contract import (AGREEMENT, ALERTS, ANSWERS_DIR, DRIFT, GENERATION, INT_COLUMNS, METRICS, PER_ANSWER,
-                               PER_QUESTION, RUN_DATE, RUNS, SCHEMAS, SIGNALS, TARGETS, TEXT_COLUMNS)
+                               PER_QUESTION, RUN_DATE, RUNS, SCHEMAS, SIGNALS, TARGETS, TEXT_COLUMNS,
+                               UPSTREAM_TEXT_COLUMNS)
 from pipeline.errors import DriftwatchError
 
 log = logging.getLogger(__name__)
@@ -294,7 +296,14 @@ def _frame(rows: pd.DataFrame | Sequence[dict], name: str) -> pd.DataFrame:
     if missing or len(frame.columns) != len(columns):
         extra = [c for c in frame.columns if c not in columns]
         raise StoreSchemaError(f"{name}: rows do not match the contract (missing: {missing}, extra: {extra})")
-    return _without_carriage_returns(frame.loc[:, list(columns)])
+    return _redacted(_without_carriage_returns(frame.loc[:, list(columns)]))
+
+
+def _redacted(frame: pd.DataFrame) -> pd.DataFrame:
+    """The free-text columns with their secrets masked: every CSV row is written through here."""
+    for column in UPSTREAM_TEXT_COLUMNS.intersection(frame.columns):
+        frame[column] = frame[column].map(lambda v: redact(v) if isinstance(v, str) else v)
+    return frame
 
 
 def _without_carriage_returns(frame: pd.DataFrame) -> pd.DataFrame:
@@ -488,7 +497,7 @@ def _parse(f: io.BufferedIOBase, name: str, header: bool = True) -> pd.DataFrame
             frame[c] = pd.to_numeric(frame[c], errors="coerce").astype("Int64")
         elif c not in TEXT_COLUMNS:
             frame[c] = pd.to_numeric(frame[c], errors="coerce").astype("float64")
-    return frame
+    return _redacted(frame)  # a history written before redaction is shown masked too (dashboard, report)
 
 
 def _empty(name: str) -> pd.DataFrame:
@@ -524,7 +533,7 @@ def read_reference(data_dir: Path) -> date | None:
     if not path.exists():
         return None
     try:
-        return date.fromisoformat(json.loads(path.read_text(encoding="utf-8"))["reference_date"])
+        return date.fromisoformat(jsonl.loads_bounded(path.read_text(encoding="utf-8"), path)["reference_date"])
     except (ValueError, KeyError, TypeError) as exc:
         raise StoreSchemaError(f"{path}: expected {{\"reference_date\": \"YYYY-MM-DD\"}}: {exc}") from None
 
@@ -745,7 +754,7 @@ def _read_journal(path: Path) -> tuple[str, dict[str, str | None], bool]:
     """The run date, each file's old rows (None: the file did not exist) and whether an answers file existed."""
     why = ""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = jsonl.loads_bounded(path.read_text(encoding="utf-8"), path)
     except (OSError, ValueError) as exc:
         value, why = None, str(exc)
     ok = (isinstance(value, dict) and value.get("format") == _JOURNAL_FORMAT

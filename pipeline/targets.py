@@ -6,7 +6,6 @@ from __future__ import annotations
 import concurrent.futures
 import http.client
 import importlib
-import json
 import math
 import os
 import sys
@@ -25,6 +24,7 @@ from pipeline.config import Config, ConfigError, TargetConfig, render_body, targ
 from pipeline.contract import MAX_ID_LENGTH
 from pipeline.errors import DriftwatchError
 from pipeline.gold import GoldQuestion
+from pipeline.redact import redact
 from pipeline.retrieval import Ranking
 
 BUILTIN, HTTP, PYTHON, RUNS = "builtin", "http", "python", "runs"
@@ -131,10 +131,7 @@ class HttpTarget(Target):
 
     def _hits(self, body: bytes, where: str) -> list[Hit]:
         c = self.config
-        try:
-            answer = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise TargetError(f"{where}: the response is not JSON ({exc})") from None
+        answer = jsonl.loads_bounded(body, f"{where}: the response", TargetError)
         hits = json_path(answer, c.hits, where)
         if not isinstance(hits, list):
             raise TargetError(f"{where}: {c.hits or 'the response'!r} is not a list of hits")
@@ -152,7 +149,7 @@ class HttpTarget(Target):
 
     def search(self, question: GoldQuestion, depth: int) -> Ranking:
         c = self.config
-        where = f"target {self.name!r}: {c.url} (question {question.id})"
+        where = f"target {self.name!r}: {redact(c.url)} (question {question.id})"
         data = render_body(c.body, question.question, depth).encode("utf-8")
         headers = {"Content-Type": "application/json", "Accept": "application/json", **self._headers}
         for attempt in range(c.retries + 1):
@@ -393,7 +390,7 @@ def evaluate_target(target: Target, gold: Sequence[GoldQuestion], depth: int, ru
     try:
         rankings = target.rankings(gold, depth, run_date)
     except TargetError as exc:
-        return Outcome(target.name, target.kind, None, round(time.perf_counter() - t0, 3), str(exc))
+        return Outcome(target.name, target.kind, None, round(time.perf_counter() - t0, 3), redact(exc))
     if len(rankings) != len(gold):
         raise AssertionError(f"target {target.name}: {len(rankings)} rankings for {len(gold)} questions")
     return Outcome(target.name, target.kind, rankings, round(time.perf_counter() - t0, 3))

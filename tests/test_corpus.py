@@ -7,7 +7,7 @@ from datetime import date, datetime, timezone
 import numpy as np
 
 from pipeline.corpus import Corpus
-from pipeline.sources import Document, HttpCacheEntry
+from pipeline.sources import Document, HttpCacheEntry, http_cache_key
 
 
 def doc(doc_id: str, text: str = "body", published: str | None = "2026-11-01") -> Document:
@@ -68,12 +68,15 @@ def test_embedding_cache_round_trip(tmp_path):
         assert corpus.cached_embeddings("other-model", ["h1"]) == {}
 
 
-def test_http_validators_persist(tmp_path):
+def test_http_validators_persist_keyed_by_the_url_s_digest_never_the_url(tmp_path):
+    url = "https://x.org/f?token=MARKER-cache-token"
+    entry = HttpCacheEntry('"etag-1"', "Mon, 02 Nov 2026 08:00:00 GMT")
     with Corpus(tmp_path / "c.sqlite") as corpus:
-        corpus.save_http_cache({"https://x.org/f": HttpCacheEntry('"etag-1"', "Mon, 02 Nov 2026 08:00:00 GMT")},
-                               "2026-11-02T08:00:00+00:00")
+        corpus.db.execute("INSERT INTO http_cache VALUES (?, ?, ?, ?)", (url, None, None, "then"))  # an old row
+        corpus.save_http_cache({http_cache_key(url): entry}, "2026-11-02T08:00:00+00:00")
     with Corpus(tmp_path / "c.sqlite", readonly=True) as corpus:
-        assert corpus.http_cache() == {"https://x.org/f": HttpCacheEntry('"etag-1"', "Mon, 02 Nov 2026 08:00:00 GMT")}
+        assert corpus.http_cache() == {http_cache_key(url): entry}
+    assert b"MARKER-cache-token" not in b"".join(p.read_bytes() for p in tmp_path.iterdir())
 
 
 def test_lifetimes_list_every_document_ever_held(tmp_path):

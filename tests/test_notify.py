@@ -266,7 +266,7 @@ def test_a_muted_series_and_an_acknowledged_incident_are_not_sent(tmp_path, rece
 
 
 @pytest.mark.parametrize("body, complaint", [
-    ("{not json", "not readable JSON"),
+    ("{not json", "not valid JSON"),
     ('[{"kind": "snooze", "rule": "floor", "pipeline": "", "metric": "corpus", "note": "x"}]', "entry 1: kind must be"),
     ('[{"kind": "mute", "rule": "floor", "pipeline": "", "metric": "corpus", "note": "x", "until": "soon"}]',
      "until is not a date"),

@@ -17,9 +17,9 @@ import pytest
 
 from pipeline import __version__
 from pipeline.config import Config, ConfigError, SourceConfig, require_sources
+from pipeline.contract import MAX_ID_LENGTH
 from pipeline.corpus import Corpus
 from pipeline.job import ingest
-from pipeline.contract import MAX_ID_LENGTH
 from pipeline.sources import (
     DEFAULT_USER_AGENT,
     Document,
@@ -30,6 +30,7 @@ from pipeline.sources import (
     dated_files,
     fetch_url,
     html_to_text,
+    http_cache_key,
     parse_feed,
 )
 
@@ -478,7 +479,7 @@ def test_second_fetch_sends_the_etag_and_gets_not_modified(server):
     assert first.location == url
     # A live URL is not filtered by run_date: pol-043 (4 Nov UTC) is there.
     assert [doc.id for doc in first.documents] == [doc.id for doc in parse_fixture("rss20.xml")]
-    assert cache == {url: HttpCacheEntry(etag=ETAG, last_modified=LAST_MODIFIED)}
+    assert cache == {http_cache_key(url): HttpCacheEntry(etag=ETAG, last_modified=LAST_MODIFIED)}
     assert "if-none-match" not in server.headers_seen("/politics.xml")[0]
 
     [second] = collect("courier", url=url, run_date=RUN_DATE, http_cache=cache)
@@ -487,7 +488,7 @@ def test_second_fetch_sends_the_etag_and_gets_not_modified(server):
     sent = server.headers_seen("/politics.xml")[1]
     assert sent["if-none-match"] == ETAG
     assert sent["if-modified-since"] == LAST_MODIFIED
-    assert cache == {url: HttpCacheEntry(etag=ETAG, last_modified=LAST_MODIFIED)}
+    assert cache == {http_cache_key(url): HttpCacheEntry(etag=ETAG, last_modified=LAST_MODIFIED)}
 
 
 def test_last_modified_alone_is_sent_back_and_kept_on_304(server):
@@ -498,7 +499,7 @@ def test_last_modified_alone_is_sent_back_and_kept_on_304(server):
     assert second.not_modified and second.ok
     assert "if-none-match" not in server.headers_seen("/dated-only.xml")[1]
     # This 304 carries no validators: the remembered one stays.
-    assert cache == {url: HttpCacheEntry(etag=None, last_modified=LAST_MODIFIED)}
+    assert cache == {http_cache_key(url): HttpCacheEntry(etag=None, last_modified=LAST_MODIFIED)}
 
 
 def test_user_agent_and_accept_headers(server):
@@ -556,7 +557,7 @@ def test_refused_connection_and_other_schemes_fail(tmp_path):
 
 def test_invalid_body_fails_and_forgets_the_cached_validators(server):
     url = server.url("/error-page.xml")
-    cache = {url: HttpCacheEntry(etag='"old"', last_modified=None)}
+    cache = {http_cache_key(url): HttpCacheEntry(etag='"old"', last_modified=None)}
     [outcome] = collect("courier", url=url, run_date=RUN_DATE, http_cache=cache)
     assert outcome.error == f"{url}: not a valid feed: no RSS, RDF or Atom root element"
     assert cache == {}
@@ -639,7 +640,7 @@ def test_json_feed_version_1_with_html_content_numeric_ids_and_tags():
      "not a valid JSON Feed: version is 'https://example.org/feed', expected https://jsonfeed.org/version/1 "
      "or https://jsonfeed.org/version/1.1"),
     (b'{"version": "https://jsonfeed.org/version/1.1",\n "items": [}',
-     "not a valid JSON Feed: line 2, column 12: Expecting value"),
+     "not a valid JSON Feed: not valid JSON: Expecting value (line 2, column 12)"),
     (b'{"version": "https://jsonfeed.org/version/1.1", "items": []}', "feed has no entries"),
 ])
 def test_unusable_json_feeds_name_the_file(body, message):

@@ -178,7 +178,7 @@ def test_every_target_scores_like_the_builtin_pipeline_it_wraps_and_failures_are
     assert set(targets.index[targets["status"] == "failed"]) == {"down", "garbled", "slow"}
     assert "HTTP 500 after 2 attempts" in targets.loc["down", "message"]
     assert service.requests["/error"] == 2  # one question, tried twice; the others were never sent
-    assert "not JSON" in targets.loc["garbled", "message"]
+    assert "not valid JSON" in targets.loc["garbled", "message"]
     assert "within 0.5 s" in targets.loc["slow", "message"] and targets.loc["slow", "seconds"] < 2.5
     assert service.requests["/flaky"] == 2 * len(gold)  # each question's 503 retried once, then answered
 

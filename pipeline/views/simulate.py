@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import tempfile
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline import contract
+from pipeline import contract, jsonl
 from pipeline.contract import PIPELINE, RUN_DATE, VALUE
 from pipeline.sources import FEED_SUFFIXES
 
@@ -43,7 +42,7 @@ def sandbox_info(sandbox: Path, source: Path) -> SandboxInfo | None:
     if not path.is_file() or not (Path(sandbox) / contract.RUNS).exists():
         return None
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta = jsonl.loads_bounded(path.read_text(encoding="utf-8"), path)
         if Path(meta["source"]).resolve() != Path(source).resolve():
             return None
         raw = meta["scenario"]
