@@ -195,8 +195,9 @@ class Embedded:
     n_encoded: int  # texts that were not in the cache
 
 
-# Texts encoded between two writes of the embedding cache: the most a killed or stopped run leaves to redo.
-CACHE_BATCH = 1024
+# Texts encoded between two writes of the embedding cache: the most a killed run has to redo, and about how far a
+# run overshoots its deadline while embedding (256 chunks of 128 words: some 20 s on two busy CPU cores).
+CACHE_BATCH = 256
 
 
 class EmbeddingStopped(Exception):

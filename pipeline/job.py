@@ -401,7 +401,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                 n_encoded, evaluate = stopped.encoded, False
                 late.append(f"deadline {deadline.seconds:g} s passed: {stopped.left:,} of "
                             f"{stopped.left + stopped.encoded:,} new chunk texts not embedded ({stopped.encoded:,} "
-                            "cached for the next run); evaluation skipped")
+                            "cached for the next run), so the evaluation was skipped")
         for note in late:
             log.warning("%s: %s", run_date, note)
         events = "; ".join(e for e in (events, *(n for o in outcomes for n in o.notes), *late) if e)
