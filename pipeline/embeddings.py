@@ -198,6 +198,8 @@ class Embedded:
 # Texts encoded between two writes of the embedding cache: the most a killed run has to redo, and about how far a
 # run overshoots its deadline while embedding (256 chunks of 128 words: some 20 s on two busy CPU cores).
 CACHE_BATCH = 256
+# The same on Ray (`embedder.engine = "ray"`): each batch is one Ray Data job, whose start-up costs seconds.
+RAY_CACHE_BATCH = 16_384
 
 
 class EmbeddingStopped(Exception):
@@ -236,8 +238,9 @@ def _encode(corpus: Corpus, embedder: Embedder, pending: Sequence[tuple[str, str
             stop: Callable[[], bool] | None, batch: int | None) -> dict[str, np.ndarray]:
     """The vectors of `pending` (text hash, text), encoded `batch` texts at a time, each batch written to the
     embedding cache (one transaction) as soon as it is encoded, so that an interrupted run never encodes it again.
-    `stop` is asked before each batch; when it says so, raises EmbeddingStopped. `batch` defaults to CACHE_BATCH."""
-    batch = batch or CACHE_BATCH
+    `stop` is asked before each batch; when it says so, raises EmbeddingStopped. `batch` defaults to CACHE_BATCH (on
+    Ray, RAY_CACHE_BATCH)."""
+    batch = batch or (RAY_CACHE_BATCH if embedder.config.engine == "ray" else CACHE_BATCH)
     new: dict[str, np.ndarray] = {}
     for start in range(0, len(pending), batch):
         if stop is not None and stop():

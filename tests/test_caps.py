@@ -18,6 +18,7 @@ from pipeline import contract, embeddings, job, store
 from pipeline.config import Config, EmbedderConfig, FetchConfig, RetrievalConfig, RunConfig, SourceConfig
 from pipeline.corpus import Corpus, text_hash
 from pipeline.embeddings import Embedder, embed_cached, normalize
+from pipeline.sources import cut_text
 
 DATA = Path(__file__).parent / "data"
 DAY = date(2026, 11, 4)  # the e2e feeds' last file
@@ -113,6 +114,17 @@ def test_an_interrupted_embedding_keeps_its_finished_batches_and_the_next_call_e
         result = embed_cached(corpus, again, texts)
     assert again.encoded == texts[2:] and result.n_encoded == 3
     np.testing.assert_array_equal(result.vectors, WordHashEmbedder().encode(texts))
+
+
+@pytest.mark.parametrize(("text", "limit", "cut"), [
+    ("aaa bbb ccc", 5, "aaa"),  # inside "bbb": back to the space before it
+    ("aaa bbb ccc", 7, "aaa bbb"),  # the limit falls on a space: the words before it
+    ("aaa bbb", 7, "aaa bbb"),  # not over: unchanged
+    ("aaa\nbbb ccc", 6, "aaa"),  # a line break is a boundary too
+    ("aaaaaaa bb", 3, "aaa"),  # one word longer than the limit: cut inside it, the only way to stay under
+])
+def test_cut_text_keeps_whole_words_within_the_limit(text, limit, cut):
+    assert cut_text(text, limit) == cut
 
 
 def ticking(monkeypatch, step: float) -> None:
