@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from pipeline import contract, embeddings, job, store
+from pipeline.cli import _summary as cli_summary
 from pipeline.config import Config, EmbedderConfig, FetchConfig, RetrievalConfig, RunConfig, SourceConfig
 from pipeline.corpus import Corpus, text_hash
 from pipeline.embeddings import Embedder, embed_cached, normalize
@@ -150,6 +151,9 @@ def test_a_run_past_its_deadline_is_partial_names_what_was_left_and_releases_the
     assert "cap-0" not in stored_texts(config)
     for name in (contract.METRICS, contract.PER_QUESTION, contract.DRIFT):  # no evaluation, not a zero score
         assert store.read(config.data_dir, name).empty
+
+    summary = cli_summary(result)  # what `run` prints: no metrics table, and why
+    assert summary.startswith(f"{DAY}: partial,") and "sources not fetched: 'late'" in summary
 
     monkeypatch.setattr(job, "_clock", time.monotonic)
     again = job.run_day(config, DAY, embedder=WordHashEmbedder())  # the lock was released: a second run starts
