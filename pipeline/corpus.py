@@ -497,19 +497,16 @@ class Corpus:
     # -- embedding cache -------------------------------------------------------------------
 
     def cached_embeddings(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        return {h: np.frombuffer(blob, dtype=np.float32)
-                for h, blob in self._embedding_rows("text_hash, vector", model, hashes)}
-
-    def embedded_hashes(self, model: str, hashes: Sequence[str]) -> set[str]:
-        """Which of these text hashes the embedding cache holds under `model` (no vector is read)."""
-        return {h for (h,) in self._embedding_rows("text_hash", model, hashes)}
-
-    def _embedding_rows(self, columns: str, model: str, hashes: Sequence[str]) -> Iterable[tuple]:
+        found: dict[str, np.ndarray] = {}
         unique = list(dict.fromkeys(hashes))
-        for i in range(0, len(unique), 900):  # SQLite's limit of bound parameters, less the model's
+        for i in range(0, len(unique), 900):
             batch = unique[i : i + 900]
-            yield from self.db.execute(f"SELECT {columns} FROM embeddings WHERE model = ? AND text_hash IN "
-                                       f"({','.join('?' * len(batch))})", [model, *batch])
+            marks = ",".join("?" * len(batch))
+            for h, blob in self.db.execute(
+                    f"SELECT text_hash, vector FROM embeddings WHERE model = ? AND text_hash IN ({marks})",
+                    [model, *batch]):
+                found[h] = np.frombuffer(blob, dtype=np.float32)
+        return found
 
     def cache_embeddings(self, model: str, vectors: Mapping[str, np.ndarray]) -> None:
         with self.db:

@@ -223,17 +223,6 @@ def embed_cached(corpus: Corpus, embedder: Embedder, texts: Sequence[str], *,
     return Embedded(np.stack([found[h] for h in hashes]), len(pending))
 
 
-def encode_new(corpus: Corpus, embedder: Embedder, texts: Sequence[str], *,
-               stop: Callable[[], bool] | None = None, batch: int | None = None) -> int:
-    """Encode and cache the texts never seen before under this model, reading no cached vector (see `_encode`);
-    returns how many were encoded."""
-    unique = {text_hash(t): t for t in texts}
-    cached = corpus.embedded_hashes(embedder.key, list(unique))
-    pending = [(h, t) for h, t in unique.items() if h not in cached]
-    _encode(corpus, embedder, pending, stop, batch)
-    return len(pending)
-
-
 def _encode(corpus: Corpus, embedder: Embedder, pending: Sequence[tuple[str, str]],
             stop: Callable[[], bool] | None, batch: int | None) -> dict[str, np.ndarray]:
     """The vectors of `pending` (text hash, text), encoded `batch` texts at a time, each batch written to the

@@ -27,7 +27,7 @@ from pipeline.windows import drift_table, window_verdicts
 from pipeline.config import Config, TargetConfig, builtin_pipelines, require_sources, target_list
 from pipeline.corpus import CORPUS_FILE, Corpus
 from pipeline.corpus import check_file as check_corpus
-from pipeline.embeddings import Embedded, Embedder, EmbeddingStopped, embed_cached, encode_new, locate_model
+from pipeline.embeddings import Embedded, Embedder, EmbeddingStopped, embed_cached, locate_model
 from pipeline.exporters import export, with_events
 from pipeline.gold import GoldQuestion, load_gold
 from pipeline.metrics import MEAN_NAMES, METRICS, evaluate
@@ -390,21 +390,6 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         memoized = runmemo.memoized(config, corpus, run_date, gold, counts) if builtin else None
         late = _deferred(outcomes, deadline)  # what the deadline left undone, for the events
         n_encoded, evaluate = 0, True
-        if memoized is None:
-            _import_early("scipy.stats")  # for the top-1 KS tests, while the corpus is indexed and evaluated
-            chunked: dict[tuple[str, str], list[Chunk]] = {}  # each document split once per run
-            keys, chunks, valid_from = corpus_chunks(config, corpus, run_date, chunked)
-            n_chunks = len(chunks)
-            try:  # the run's dominant cost first, batch by batch, while the deadline allows
-                n_encoded = encode_new(corpus, embedder, [c.text for c in chunks], stop=deadline.passed)
-            except EmbeddingStopped as stopped:
-                n_encoded, evaluate = stopped.encoded, False
-                late.append(f"deadline {deadline.seconds:g} s passed: {stopped.left:,} of "
-                            f"{stopped.left + stopped.encoded:,} new chunk texts not embedded ({stopped.encoded:,} "
-                            "cached for the next run), so the evaluation was skipped")
-        for note in late:
-            log.warning("%s: %s", run_date, note)
-        events = "; ".join(e for e in (events, *(n for o in outcomes for n in o.notes), *late) if e)
         if memoized is not None:  # nothing the retrieval or the corpus drift reads has changed: no index, no vector
             log.debug("%s: the corpus, settings and questions are those of the memo: its rankings and drift", run_date)
             rankings, top1, n_chunks = memoized.rankings, memoized.top1, memoized.chunks_total
@@ -415,15 +400,27 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                 question_rows += per_question
             signal_rows += [{**r, "run_date": run_date.isoformat()} for r in memoized.hnsw]
             drift_found = memoized.drift
-        elif evaluate:
+        else:
+            _import_early("scipy.stats")  # for the top-1 KS tests, while the corpus is indexed and evaluated
+            chunked: dict[tuple[str, str], list[Chunk]] = {}  # each document split once per run
+            keys, chunks, valid_from = corpus_chunks(config, corpus, run_date, chunked)
+            n_chunks = len(chunks)
             latest = _is_latest(config, run_date)  # the latest date's indexes are updated and kept; a past date's not
 
-            def vectors_of(some: Sequence[Chunk]) -> Embedded:
-                return embed_cached(corpus, embedder, [c.text for c in some])
+            def vectors_of(some: Sequence[Chunk]) -> Embedded:  # the run's dominant cost: while the deadline allows
+                return embed_cached(corpus, embedder, [c.text for c in some], stop=deadline.passed)
 
-            prepared = (indexes.prepare(data_dir, chunks, indexed, embedder.key, vectors_of, reuse=latest)
-                        if builtin else None)
-            embedded = prepared.embedded if prepared is not None else vectors_of(chunks)
+            try:
+                prepared = (indexes.prepare(data_dir, chunks, indexed, embedder.key, vectors_of, reuse=latest)
+                            if builtin else None)
+                embedded = prepared.embedded if prepared is not None else vectors_of(chunks)
+                n_encoded = embedded.n_encoded
+            except EmbeddingStopped as stopped:
+                n_encoded, evaluate = stopped.encoded, False
+                late.append(f"deadline {deadline.seconds:g} s passed: {stopped.left:,} of "
+                            f"{stopped.left + stopped.encoded:,} new chunk texts not embedded ({stopped.encoded:,} "
+                            "cached for the next run), so the evaluation was skipped")
+        if memoized is None and evaluate:
             hnsw_rows: list[dict] = []
             if builtin:
                 queries = embed_cached(corpus, embedder, [q.question for q in gold])
@@ -448,6 +445,9 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                                           embedded.vectors, chunked, (keys, valid_from))
             if builtin:
                 runmemo.keep(config, corpus, run_date, gold, keys, rankings, top1, hnsw_rows, n_chunks, drift_found)
+        for note in late:
+            log.warning("%s: %s", run_date, note)
+        events = "; ".join(e for e in (events, *(n for o in outcomes for n in o.notes), *late) if e)
         target_rows = []
         by_pipeline_metrics = {p: [r for r in metric_rows if r["pipeline"] == p] for p in builtin}
         by_pipeline_questions = {p: [r for r in question_rows if r["pipeline"] == p] for p in builtin}
