@@ -408,7 +408,7 @@ def caps(bench: Bench) -> list[tuple[str, Callable[[], str]]]:
     name what it skipped in the run's events."""
     def cap_fields() -> list[str]:
         from pipeline import config as cfg
-        names = [f"{c.__name__}.{f.name}" for c in (cfg.FetchConfig, cfg.CorpusConfig)
+        names = [f"{c.__name__}.{f.name}" for c in (cfg.FetchConfig, cfg.CorpusConfig, cfg.RunConfig)
                  for f in dataclasses.fields(c)]
         return [n for n in names if any(w in n for w in ("entries", "chars", "chunks", "deadline"))]
 

@@ -15,7 +15,7 @@ from pipeline.corpus import check_file as check_corpus
 from pipeline.errors import DriftwatchError
 from pipeline.gold import GoldQuestion, load_gold
 from pipeline.redact import redact
-from pipeline.sources import collect
+from pipeline.sources import Caps, collect
 
 # Every dated file of a folder and every entry of a file, whatever its date: check looks at all a source holds.
 EVERYTHING = date.max - timedelta(days=1)
@@ -91,7 +91,7 @@ def probe_sources(config: Config) -> list[Probe]:
             kind, location = ("folder" if source.path.is_dir() else "file"), str(source.path)
         outcomes = collect(source.name, url=source.url, path=source.path, run_date=EVERYTHING, http_cache={},
                            timeout=config.fetch.timeout, max_bytes=config.fetch.max_bytes,
-                           user_agent=config.fetch.user_agent)
+                           user_agent=config.fetch.user_agent, caps=Caps.of(config.fetch))
         errors = [o.error for o in outcomes if not o.ok]
         ids = frozenset(d.id for o in outcomes for d in o.documents)
         files = f" in {len(outcomes)} files" if kind == "folder" else ""

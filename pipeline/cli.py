@@ -220,15 +220,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _summary(result) -> str:
     """A small table of the run's means: one row per pipeline, recall/MRR/nDCG at the largest k <= 5."""
+    run = result.run
+    lines = [(f"{run['run_date']}: {run['status']}, feeds ok {run['feeds_ok']} failed {run['feeds_failed']}, "
+              f"docs +{run['docs_new']} ~{run['docs_updated']} -{run['docs_deleted']} = {run['docs_total']}, "
+              f"chunks {run['chunks_total']} ({run['chunks_embedded']} embedded), {run['seconds']:.1f}s")]
+    if not result.metrics:  # the deadline stopped the run before its evaluation (partial), or every target failed
+        return "\n".join([*lines, "  no metrics" + (f": {run['events']}" if run["events"] else "")])
     ks = sorted({row["k"] for row in result.metrics})
     k = max([x for x in ks if x <= 5] or ks)
     pipelines = list(dict.fromkeys(row["pipeline"] for row in result.metrics))
-    run = result.run
-    lines = [f"{run['run_date']}: {run['status']}, feeds ok {run['feeds_ok']} failed {run['feeds_failed']}, "
-             f"docs +{run['docs_new']} ~{run['docs_updated']} -{run['docs_deleted']} = {run['docs_total']}, "
-             f"chunks {run['chunks_total']} ({run['chunks_embedded']} embedded), {run['seconds']:.1f}s",
-             f"  {'pipeline':<14}{'hit@' + str(k):>9}{'recall@' + str(k):>11}{'mrr@' + str(k):>9}"
-             f"{'ndcg@' + str(k):>9}{'unjudged@' + str(k):>13}"]
+    lines.append(f"  {'pipeline':<14}{'hit@' + str(k):>9}{'recall@' + str(k):>11}{'mrr@' + str(k):>9}"
+                 f"{'ndcg@' + str(k):>9}{'unjudged@' + str(k):>13}")
     for p in pipelines:
         v = {m: result.mean(p, m, k) for m in ("hit", "recall", "mrr", "ndcg", "unjudged")}
         lines.append(f"  {p:<14}{v['hit']:>9.3f}{v['recall']:>11.3f}{v['mrr']:>9.3f}{v['ndcg']:>9.3f}"

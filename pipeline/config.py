@@ -112,6 +112,10 @@ class FetchConfig:
     timeout: float = 20.0
     max_bytes: int = 10_000_000
     user_agent: str = DEFAULT_USER_AGENT
+    # Caps no real feed meets, so that one hostile feed cannot stall the run: entries taken from one feed (file or
+    # URL) per run, in feed order, and characters of one document's text (cut at a word boundary).
+    max_entries: int = 5000
+    max_document_chars: int = 500_000
 
 
 @dataclass(frozen=True)
@@ -318,6 +322,13 @@ class ExportConfig:
     whylogs: WhylogsExportConfig | None = None
 
 
+@dataclass(frozen=True)
+class RunConfig:
+    # Wall-clock seconds one run may take; past it the run stops fetching and embedding, writes its runs.csv row
+    # with status partial, and releases the lock (see docs/concepts.md).
+    deadline_seconds: float = 1800.0
+
+
 # The package each exporter needs, and the pip extra that installs it.
 EXPORT_PACKAGES = {"mlflow": "mlflow", "prometheus": "prometheus_client", "whylogs": "whylogs"}
 MAX_PROJECTION_DIMS = 1024
@@ -340,6 +351,7 @@ class Config:
     targets: tuple[TargetConfig, ...] = ()  # none: the builtin retrieval.pipelines, as before targets existed
     export: ExportConfig = field(default_factory=ExportConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
+    run: RunConfig = field(default_factory=RunConfig)
     file: Path | None = None  # where it was read from (not a setting)
 
     def config_hash(self) -> str:
@@ -446,8 +458,11 @@ def _check(cfg: Config, src: str) -> None:
     for key, seconds in (("fetch.timeout", cfg.fetch.timeout), ("alerts.webhook_timeout", cfg.alerts.webhook_timeout)):
         if not 0 < seconds <= MAX_TIMEOUT:  # also refuses nan
             raise bad(key, f"must be a number of seconds > 0 and <= {MAX_TIMEOUT:g}, got {seconds!r}")
-    if cfg.fetch.max_bytes <= 0:
-        raise bad("fetch.max_bytes", "must be > 0")
+    for key in ("max_bytes", "max_entries", "max_document_chars"):
+        if getattr(cfg.fetch, key) <= 0:
+            raise bad(f"fetch.{key}", "must be > 0")
+    if not 0 < cfg.run.deadline_seconds < math.inf:  # also refuses nan
+        raise bad("run.deadline_seconds", f"must be a number of seconds > 0, got {cfg.run.deadline_seconds!r}")
     if cfg.embedder.batch_size <= 0:
         raise bad("embedder.batch_size", "must be > 0")
     if cfg.embedder.truncate_dim is not None and not 0 < cfg.embedder.truncate_dim <= MAX_TRUNCATE_DIM:

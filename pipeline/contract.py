@@ -96,6 +96,7 @@ MAX_ID_LENGTH = 512
 STATUS_OK = "ok"
 STATUS_DEGRADED = "degraded"  # some feeds failed
 STATUS_NO_FEEDS = "no_feeds"  # every feed failed: evaluated on the corpus as it was
+STATUS_PARTIAL = "partial"  # the run's deadline passed and left work undone (named in events); see job.run_day
 # Target status values written to targets.csv.
 TARGET_OK = "ok"
 TARGET_FAILED = "failed"

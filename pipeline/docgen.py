@@ -77,6 +77,7 @@ SEE = {
     "targets": ("targets.md", "Your own retriever"),
     "export": ("exports.md", "Exports"),
     "generation": ("answers.md", "Answers"),
+    "run": _DAILY_JOB,
 }
 
 HEADER = f"""# Configuration reference

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -195,16 +195,47 @@ class Embedded:
     n_encoded: int  # texts that were not in the cache
 
 
-def embed_cached(corpus: Corpus, embedder: Embedder, texts: Sequence[str]) -> Embedded:
-    """Vectors for `texts`, encoding only text never seen before under this model."""
+# Texts encoded between two writes of the embedding cache: the most a killed run has to redo, and about how far a
+# run overshoots its deadline while embedding (256 chunks of 128 words: some 20 s on two busy CPU cores).
+CACHE_BATCH = 256
+# The same on Ray (`embedder.engine = "ray"`): each batch is one Ray Data job, whose start-up costs seconds.
+RAY_CACHE_BATCH = 16_384
+
+
+class EmbeddingStopped(Exception):
+    """`embed_cached` stopped between two batches, when its `stop` said so; what was encoded is cached."""
+
+    def __init__(self, encoded: int, left: int) -> None:
+        super().__init__(f"{encoded:,} texts encoded, {left:,} left")
+        self.encoded, self.left = encoded, left
+
+
+def embed_cached(corpus: Corpus, embedder: Embedder, texts: Sequence[str], *,
+                 stop: Callable[[], bool] | None = None, batch: int | None = None) -> Embedded:
+    """Vectors for `texts`, encoding only text never seen before under this model (see `_encode`: batch by
+    batch, each cached as it is encoded; `stop` may end it with EmbeddingStopped)."""
     hashes = [text_hash(t) for t in texts]
     found = corpus.cached_embeddings(embedder.key, hashes)
-    todo = {h: t for h, t in zip(hashes, texts) if h not in found}
-    if todo:
-        fresh = embedder.encode(list(todo.values()))
-        new = dict(zip(todo.keys(), fresh))
-        corpus.cache_embeddings(embedder.key, new)
-        found.update(new)
+    pending = [(h, t) for h, t in dict(zip(hashes, texts)).items() if h not in found]
+    found.update(_encode(corpus, embedder, pending, stop, batch))
     if not texts:
         return Embedded(np.zeros((0, 0), dtype=np.float32), 0)
-    return Embedded(np.stack([found[h] for h in hashes]), len(todo))
+    return Embedded(np.stack([found[h] for h in hashes]), len(pending))
+
+
+def _encode(corpus: Corpus, embedder: Embedder, pending: Sequence[tuple[str, str]],
+            stop: Callable[[], bool] | None, batch: int | None) -> dict[str, np.ndarray]:
+    """The vectors of `pending` (text hash, text), encoded `batch` texts at a time, each batch written to the
+    embedding cache (one transaction) as soon as it is encoded, so that an interrupted run never encodes it again.
+    `stop` is asked before each batch; when it says so, raises EmbeddingStopped. `batch` defaults to CACHE_BATCH (on
+    Ray, RAY_CACHE_BATCH)."""
+    batch = batch or (RAY_CACHE_BATCH if embedder.config.engine == "ray" else CACHE_BATCH)
+    new: dict[str, np.ndarray] = {}
+    for start in range(0, len(pending), batch):
+        if stop is not None and stop():
+            raise EmbeddingStopped(start, len(pending) - start)
+        part = pending[start : start + batch]
+        vectors = dict(zip((h for h, _ in part), embedder.encode([t for _, t in part])))
+        corpus.cache_embeddings(embedder.key, vectors)
+        new.update(vectors)
+    return new

@@ -27,12 +27,12 @@ from pipeline.windows import drift_table, window_verdicts
 from pipeline.config import Config, TargetConfig, builtin_pipelines, require_sources, target_list
 from pipeline.corpus import CORPUS_FILE, Corpus
 from pipeline.corpus import check_file as check_corpus
-from pipeline.embeddings import Embedded, Embedder, embed_cached, locate_model
+from pipeline.embeddings import Embedded, Embedder, EmbeddingStopped, embed_cached, locate_model
 from pipeline.exporters import export, with_events
 from pipeline.gold import GoldQuestion, load_gold
 from pipeline.metrics import MEAN_NAMES, METRICS, evaluate
 from pipeline.retrieval import RERANKER, Ranking, Reranker, Retriever
-from pipeline.sources import Document, FeedError, FeedOutcome, collect
+from pipeline.sources import Caps, Document, FeedError, FeedOutcome, collect
 from pipeline.targets import Outcome, Target, evaluate_target, external_targets
 from pipeline.redact import redact
 
@@ -74,8 +74,24 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def ingest(config: Config, corpus: Corpus, run_date: date) -> list[FeedOutcome]:
+_clock = time.monotonic  # the deadline's clock (a module attribute, so that a test can move it)
+
+
+class Deadline:
+    """A run's wall-clock limit (run.deadline_seconds), asked before each source and each embedding batch."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.end = seconds, _clock() + seconds
+
+    def passed(self) -> bool:
+        return _clock() >= self.end
+
+
+def ingest(config: Config, corpus: Corpus, run_date: date, deadline: Deadline | None = None) -> list[FeedOutcome]:
     """Fetch every source, store what it carries; a failing feed is logged and counted, never fatal.
+
+    Each feed is read within the [fetch] caps (`sources.read_feed`: what was over one is in its outcome's
+    notes). Once `deadline` has passed, the remaining sources are not fetched: each gets a `deferred` outcome.
 
     A URL source is fetched only when `run_date` is not in the past (see `_is_past`): a past date
     replays what the corpus stored, since a feed fetched now would put later items into the past.
@@ -92,6 +108,10 @@ def ingest(config: Config, corpus: Corpus, run_date: date) -> list[FeedOutcome]:
         cutoff = run_date - timedelta(days=config.corpus.max_age_days)
     settings = f"max_age_days={config.corpus.max_age_days}"
     for source in config.sources:
+        if deadline is not None and deadline.passed():
+            log.warning("source %r: not fetched, the run's deadline of %g s has passed", source.name, deadline.seconds)
+            outcomes.append(FeedOutcome(source.name, source.url or str(source.path), [], None, deferred=True))
+            continue
         if source.url is not None and past:
             log.info("source %r: %s is a past run date: replaying the stored corpus, %s not fetched",
                      source.name, run_date, source.url)
@@ -102,7 +122,8 @@ def ingest(config: Config, corpus: Corpus, run_date: date) -> list[FeedOutcome]:
         ingested = {}
         for outcome in collect(source.name, url=source.url, path=source.path, run_date=run_date,
                                http_cache=http_cache, timeout=config.fetch.timeout,
-                               max_bytes=config.fetch.max_bytes, user_agent=config.fetch.user_agent, known=known):
+                               max_bytes=config.fetch.max_bytes, user_agent=config.fetch.user_agent, known=known,
+                               caps=Caps.of(config.fetch)):
             outcomes.append(outcome)
             docs = outcome.documents
             if cutoff is not None:  # do not ingest what retention would delete at once
@@ -119,6 +140,12 @@ def ingest(config: Config, corpus: Corpus, run_date: date) -> list[FeedOutcome]:
     if cutoff is not None:
         corpus.expire(run_date, config.corpus.max_age_days)
     return outcomes
+
+
+def _deferred(outcomes: Sequence[FeedOutcome], deadline: Deadline) -> list[str]:
+    """The events' note of the sources `ingest` did not fetch for the deadline (none, or one note)."""
+    names = [repr(o.source) for o in outcomes if o.deferred]
+    return [f"deadline {deadline.seconds:g} s passed: sources not fetched: {', '.join(names)}"] if names else []
 
 
 def _check_sources(config: Config) -> None:
@@ -338,6 +365,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
     (StoreEditedError naming the files and dates), unless `accept_edits`: then the edits are named in the events.
     """
     started, t0 = _now(), time.perf_counter()
+    deadline = Deadline(config.run.deadline_seconds)
     data_dir = config.data_dir
     embedder = embedder or Embedder(config.embedder)
     # Bad input (an edited store too) stops the run before anything is written.
@@ -352,7 +380,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         for outcome in answered.values():
             if not outcome.ok:
                 log.warning("%s: %s", run_date, redact(outcome.message))
-        outcomes = ingest(config, corpus, run_date)
+        outcomes = ingest(config, corpus, run_date, deadline)
         if not config.sources:
             for outcome in answered.values():
                 corpus.ingest(returned_documents(outcome), run_date)
@@ -366,6 +394,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         indexed = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=builtin))
         counts = corpus.counts(run_date)
         memoized = runmemo.memoized(config, corpus, run_date, gold, counts) if builtin else None
+        late = _deferred(outcomes, deadline)  # what the deadline left undone, for the events
+        n_encoded, evaluate = 0, True
         if memoized is not None:  # nothing the retrieval or the corpus drift reads has changed: no index, no vector
             log.debug("%s: the corpus, settings and questions are those of the memo: its rankings and drift", run_date)
             rankings, top1, n_chunks = memoized.rankings, memoized.top1, memoized.chunks_total
@@ -375,7 +405,6 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                 metric_rows += metrics
                 question_rows += per_question
             signal_rows += [{**r, "run_date": run_date.isoformat()} for r in memoized.hnsw]
-            embedded = Embedded(np.zeros((0, 0), np.float32), 0)
             drift_found = memoized.drift
         else:
             _import_early("scipy.stats")  # for the top-1 KS tests, while the corpus is indexed and evaluated
@@ -384,12 +413,20 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             n_chunks = len(chunks)
             latest = _is_latest(config, run_date)  # the latest date's indexes are updated and kept; a past date's not
 
-            def vectors_of(some: Sequence[Chunk]) -> Embedded:
-                return embed_cached(corpus, embedder, [c.text for c in some])
+            def vectors_of(some: Sequence[Chunk]) -> Embedded:  # the run's dominant cost: while the deadline allows
+                return embed_cached(corpus, embedder, [c.text for c in some], stop=deadline.passed)
 
-            prepared = (indexes.prepare(data_dir, chunks, indexed, embedder.key, vectors_of, reuse=latest)
-                        if builtin else None)
-            embedded = prepared.embedded if prepared is not None else vectors_of(chunks)
+            try:
+                prepared = (indexes.prepare(data_dir, chunks, indexed, embedder.key, vectors_of, reuse=latest)
+                            if builtin else None)
+                embedded = prepared.embedded if prepared is not None else vectors_of(chunks)
+                n_encoded = embedded.n_encoded
+            except EmbeddingStopped as stopped:
+                n_encoded, evaluate = stopped.encoded, False
+                late.append(f"deadline {deadline.seconds:g} s passed: {stopped.left:,} of "
+                            f"{stopped.left + stopped.encoded:,} new chunk texts not embedded ({stopped.encoded:,} "
+                            "cached for the next run), so the evaluation was skipped")
+        if memoized is None and evaluate:
             hnsw_rows: list[dict] = []
             if builtin:
                 queries = embed_cached(corpus, embedder, [q.question for q in gold])
@@ -414,6 +451,9 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                                           embedded.vectors, chunked, (keys, valid_from))
             if builtin:
                 runmemo.keep(config, corpus, run_date, gold, keys, rankings, top1, hnsw_rows, n_chunks, drift_found)
+        for note in late:
+            log.warning("%s: %s", run_date, note)
+        events = "; ".join(e for e in (events, *(n for o in outcomes for n in o.notes), *late) if e)
         target_rows = []
         by_pipeline_metrics = {p: [r for r in metric_rows if r["pipeline"] == p] for p in builtin}
         by_pipeline_questions = {p: [r for r in question_rows if r["pipeline"] == p] for p in builtin}
@@ -421,7 +461,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         ranked_by_target: dict[str, list[Ranking]] = {}
         # The top-1 KS tests of a re-run are those of the run before (and scipy.stats, 1 s to import, is not needed).
         ks = memo.Calls(data_dir, "top1_ks", scipy=scipy.__version__)
-        for target in target_list(config):
+        for target in target_list(config) if evaluate else ():  # a run the deadline stopped has no rankings
             if target.kind == "builtin":
                 pipeline = target.pipeline or target.name
                 metric_rows += [{**r, "pipeline": target.name} for r in by_pipeline_metrics[pipeline]]
@@ -440,22 +480,23 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             ranked_by_target[target.name] = ranked
             signal_rows += signals.signal_rows(run_date.isoformat(), target.name, ranked, gold, config.retrieval.k,
                                                history, config.alerts.window, functools.partial(ks, signals.top1_ks))
-        drift_rows_ = drift_table(config, corpus, embedder, run_date, drift_found, top1)
-        fetched = [o for o in outcomes if not o.replayed]
+        drift_rows_ = drift_table(config, corpus, embedder, run_date, drift_found, top1) if evaluate else []
+        fetched = [o for o in outcomes if not o.replayed and not o.deferred]
         failed = [o for o in fetched if not o.ok]  # sources.collect has logged each with its URL
-        status = (contract.STATUS_OK if not failed else
+        status = (contract.STATUS_PARTIAL if late else contract.STATUS_OK if not failed else
                   contract.STATUS_NO_FEEDS if len(failed) == len(fetched) else contract.STATUS_DEGRADED)
         run = {
             "run_date": run_date.isoformat(), "run_id": uuid.uuid4().hex[:12], "started_at": started,
             "finished_at": _now(), "status": status, "feeds_ok": len(fetched) - len(failed),
             "feeds_failed": len(failed), "docs_new": counts.new, "docs_updated": counts.updated,
             "docs_deleted": counts.deleted, "docs_total": counts.total, "chunks_total": n_chunks,
-            "chunks_embedded": embedded.n_encoded, "seconds": round(time.perf_counter() - t0, 3),
+            "chunks_embedded": n_encoded, "seconds": round(time.perf_counter() - t0, 3),
             "model": embedder.key, "config_hash": config.config_hash(), "events": events,
         }
         answered_run = answers.run_answers(config, run_date, gold, ranked_by_target,
                                            DocumentTexts(corpus, run_date),
-                                           lambda texts: embed_cached(corpus, embedder, list(texts)).vectors)
+                                           lambda texts: embed_cached(corpus, embedder, list(texts)).vectors
+                                           ) if evaluate else None
         if answered_run is not None:
             run["events"] = "; ".join(e for e in (events, *answered_run.events) if e)
         store.replace_date(data_dir, contract.PER_QUESTION, run_date, question_rows)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import jsonl, netio
-from pipeline.config import DEFAULT_USER_AGENT
+from pipeline.config import DEFAULT_USER_AGENT, FetchConfig
 from pipeline.contract import MAX_ID_LENGTH
 from pipeline.redact import redact
 
@@ -104,6 +104,10 @@ class FeedOutcome:
     # already (see `collect`'s `known`), so it was not parsed and `documents` is empty.
     validator: FileValidator | None = None
     unchanged: bool = False
+    # What was over a cap (fetch.max_entries, fetch.max_document_chars), one line each, for the run's events.
+    notes: tuple[str, ...] = ()
+    # Not fetched: the run's deadline had passed (job.ingest); neither ok nor failed in the run's counts.
+    deferred: bool = False
 
     @property
     def ok(self) -> bool:
@@ -179,22 +183,59 @@ def html_to_text(markup: str) -> str:
 # --- parsing ------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Caps:
+    """fetch.max_entries and fetch.max_document_chars (see `read_feed`); None: no cap."""
+
+    max_entries: int | None = None
+    max_document_chars: int | None = None
+
+    @classmethod
+    def of(cls, fetch: FetchConfig) -> Caps:
+        return cls(fetch.max_entries, fetch.max_document_chars)
+
+
+@dataclass(frozen=True)
+class ParsedFeed:
+    documents: list[Document]
+    notes: tuple[str, ...]  # what was over a cap, one line each
+
+
 def parse_feed(data: bytes, *, source: str, location: str) -> list[Document]:
+    """Documents of an RSS 0.9x/2.0, RSS 1.0 (RDF) or Atom feed, or a JSON Feed 1/1.1, in feed order, uncapped
+    (see `read_feed`)."""
+    return read_feed(data, source=source, location=location).documents
+
+
+def read_feed(data: bytes, *, source: str, location: str, caps: Caps = Caps()) -> ParsedFeed:
     """Documents of an RSS 0.9x/2.0, RSS 1.0 (RDF) or Atom feed, or a JSON Feed 1/1.1, in feed order.
 
     An entry repeated with the same id and content is kept once; two different entries sharing an id
     are both kept (the corpus gives the later one a namespaced id). An id over MAX_ID_LENGTH characters
-    is replaced by a hash of it. Raises FeedError naming `location` when the bytes are not a feed or
-    hold no usable entry.
+    is replaced by a hash of it. Only the first `caps.max_entries` entries are read, and a document's title and
+    text are cut to `caps.max_document_chars` characters in all (`cut_text`); each cap met is logged and named in
+    the notes. Raises FeedError naming `location` when the bytes are not a feed or hold no usable entry.
     """
     entries = _json_entries(data, location) if _looks_like_json(data) else _xml_entries(data, location)
+    notes: list[str] = []
+    max_entries, max_document_chars = caps.max_entries, caps.max_document_chars
+    if max_entries is not None and len(entries) > max_entries:
+        notes.append(f"source {source!r}: {len(entries):,} entries, {max_entries:,} kept (fetch.max_entries)")
+        logger.warning("%s: %s", location, notes[-1])
+        entries = entries[:max_entries]
     documents: list[Document] = []
     seen: set[tuple[str, str]] = set()
+    cut: list[int] = []  # the original lengths of the documents cut
     for number, entry in enumerate(entries, start=1):
         document = _document(entry, source)
         if document is None:
             logger.warning("%s: entry %d has neither title nor text, skipped", location, number)
             continue
+        if max_document_chars is not None and len(document.title) + len(document.text) > max_document_chars:
+            cut.append(len(document.title) + len(document.text))
+            title = cut_text(document.title, max_document_chars)
+            document = dataclasses.replace(document, title=title,
+                                           text=cut_text(document.text, max_document_chars - len(title)))
         bounded = bounded_id(document.id)
         if bounded != document.id:
             logger.warning("%s: entry %d has an id of %d characters (over %d), stored as %s", location, number,
@@ -206,9 +247,27 @@ def parse_feed(data: bytes, *, source: str, location: str) -> list[Document]:
             continue
         seen.add((document.id, document.content_hash))
         documents.append(document)
+    if cut:
+        notes.append(f"source {source!r}: {len(cut):,} document{'s' if len(cut) > 1 else ''} of up to "
+                     f"{max(cut):,} characters cut to {max_document_chars:,} (fetch.max_document_chars)")
+        logger.warning("%s: %s", location, notes[-1])
     if not documents:
         raise FeedError(f"{location}: feed has no entries with a title or text")
-    return documents
+    return ParsedFeed(documents, tuple(notes))
+
+
+def cut_text(text: str, limit: int) -> str:
+    """`text`, or its first `limit` characters at most, ending at a word boundary (mid-word only when the first
+    word alone is longer than `limit`)."""
+    if len(text) <= limit:
+        return text
+    if limit <= 0:
+        return ""
+    head = text[:limit]
+    if not text[limit].isspace():
+        space = max(head.rfind(" "), head.rfind("\n"))
+        head = head[:space] if space > 0 else head
+    return head.rstrip()
 
 
 def bounded_id(doc_id: str) -> str:
@@ -479,6 +538,7 @@ def collect(
     max_bytes: int = 10_000_000,
     user_agent: str = DEFAULT_USER_AGENT,
     known: Mapping[str, FileValidator] | None = None,
+    caps: Caps = Caps(),
 ) -> list[FeedOutcome]:
     """Fetch and parse one configured source: one outcome for a URL or a file, one per
     dated file of a folder.
@@ -490,16 +550,18 @@ def collect(
     Never raises for a bad feed: failures become outcomes with `error` set. A URL is live
     and sends and updates `http_cache[url]`; a single file drops entries published after
     the end of `run_date` (UTC); a folder selects files by the date in their name only.
+    Each feed is read within `caps` (see `read_feed`); what was over one is in its outcome's notes.
     Raises ValueError unless exactly one of `url` and `path` is given.
     """
     if (url is None) == (path is None):
         raise ValueError(f"source {name!r}: give exactly one of url or path")
     if url is not None:
-        return [_collect_url(name, url, http_cache, timeout=timeout, max_bytes=max_bytes, user_agent=user_agent)]
+        return [_collect_url(name, url, http_cache, timeout=timeout, max_bytes=max_bytes, user_agent=user_agent,
+                             caps=caps)]
     path = Path(path)
     if path.is_dir():
-        return _collect_folder(name, path, run_date, known or {})
-    return [_collect_file(name, path, published_before=_start_of_next_day(run_date))]
+        return _collect_folder(name, path, run_date, known or {}, caps)
+    return [_collect_file(name, path, published_before=_start_of_next_day(run_date), caps=caps)]
 
 
 def _collect_url(
@@ -510,6 +572,7 @@ def _collect_url(
     timeout: float,
     max_bytes: int,
     user_agent: str,
+    caps: Caps,
 ) -> FeedOutcome:
     key = http_cache_key(url)
     cached = http_cache.get(key)
@@ -528,17 +591,18 @@ def _collect_url(
         http_cache[key] = HttpCacheEntry(etag=result.etag, last_modified=result.last_modified)
         return FeedOutcome(source=name, location=url, documents=[], error=None, not_modified=True)
     try:
-        documents = parse_feed(result.body or b"", source=name, location=redact(url))  # named in warnings
+        parsed = read_feed(result.body or b"", source=name, location=redact(url), caps=caps)  # named in warnings
     except FeedError as error:
         # Forget the validators, or the next run would get a 304 for this same broken
         # body and report the feed as healthy.
         http_cache.pop(key, None)
         return _failed(name, url, error)
     http_cache[key] = HttpCacheEntry(etag=result.etag, last_modified=result.last_modified)
-    return FeedOutcome(source=name, location=url, documents=documents, error=None)
+    return FeedOutcome(source=name, location=url, documents=parsed.documents, error=None, notes=parsed.notes)
 
 
-def _collect_folder(name: str, folder: Path, run_date: date, known: Mapping[str, FileValidator]) -> list[FeedOutcome]:
+def _collect_folder(name: str, folder: Path, run_date: date, known: Mapping[str, FileValidator],
+                    caps: Caps) -> list[FeedOutcome]:
     try:
         every = dated_files(folder, date.max)
     except FeedError as error:
@@ -551,12 +615,12 @@ def _collect_folder(name: str, folder: Path, run_date: date, known: Mapping[str,
     files = [(day, path) for day, path in every if day <= run_date]
     if not files:
         logger.debug("%s: no dated feed files up to %s", folder, run_date.isoformat())
-    return [dataclasses.replace(_collect_file(name, path, published_before=None, known=known),
+    return [dataclasses.replace(_collect_file(name, path, published_before=None, known=known, caps=caps),
                                 replayed=day < run_date) for day, path in files]
 
 
 def _collect_file(name: str, path: Path, *, published_before: datetime | None,
-                  known: Mapping[str, FileValidator] | None = None) -> FeedOutcome:
+                  known: Mapping[str, FileValidator] | None = None, caps: Caps = Caps()) -> FeedOutcome:
     location = str(path)
     try:
         data = path.read_bytes()
@@ -565,13 +629,14 @@ def _collect_file(name: str, path: Path, *, published_before: datetime | None,
         if known is not None and known.get(location) == validator:
             return FeedOutcome(source=name, location=location, documents=[], error=None, validator=validator,
                                unchanged=True)
-        documents = parse_feed(data, source=name, location=location)
+        parsed = read_feed(data, source=name, location=location, caps=caps)
     except FileNotFoundError:
         return _failed(name, location, FeedError(f"{location}: no such file or directory"))
     except OSError as error:
         return _failed(name, location, FeedError(f"{location}: cannot read: {error.strerror or error}"))
     except FeedError as error:
         return _failed(name, location, error)
+    documents = parsed.documents
     if published_before is not None:
         # Undated entries are kept: there is no telling when they appeared.
         kept = [doc for doc in documents if doc.published is None or doc.published < published_before]
@@ -579,7 +644,8 @@ def _collect_file(name: str, path: Path, *, published_before: datetime | None,
             logger.debug("%s: %d entries published after %s skipped", location, len(documents) - len(kept),
                          published_before.isoformat())
         documents = kept
-    return FeedOutcome(source=name, location=location, documents=documents, error=None, validator=validator)
+    return FeedOutcome(source=name, location=location, documents=documents, error=None, validator=validator,
+                       notes=parsed.notes)
 
 
 def _start_of_next_day(day: date) -> datetime:

@@ -35,6 +35,8 @@ NOTES: dict[str, dict[str, str]] = {
         "timeout": "seconds for a whole request (connect, headers and body)",
         "max_bytes": "larger feed bodies are refused",
         "user_agent": "sent with every request (default: driftwatch's name and version)",
+        "max_entries": "entries taken from one feed per run, in feed order; the rest is skipped and named",
+        "max_document_chars": "a longer document's text is cut here, at a word boundary, and named",
     },
     "embedder": {
         "model": "a hub id or a local folder (relative to this file); the default works offline",
@@ -145,6 +147,9 @@ NOTES: dict[str, dict[str, str]] = {
         "max_tokens_per_run": "tokens per run; the rest is not_judged",
         "min_kappa": "a judged metric agreeing less with the labels cannot fire an alert or fail a gate",
         "require_citations": "flag answers citing no [doc id] (default: in generate mode)",
+    },
+    "run": {
+        "deadline_seconds": "past it a run stops fetching and embedding and ends with status partial",
     },
 }
 
