@@ -241,6 +241,8 @@ def read_query_log(path: Path | str, window_end: date, window_days: int) -> Quer
         raw = path.read_bytes()
     except FileNotFoundError:
         raise DriftError(f"{path}: query log not found") from None
+    except (IsADirectoryError, NotADirectoryError):
+        raise DriftError(f"{path}: the query log must be a file (this is a directory, or under a file)") from None
     lines = []
     for lineno, line in enumerate(raw.splitlines(), start=1):
         try:

@@ -102,6 +102,8 @@ def load_gold(path: Path) -> list[GoldQuestion]:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise GoldError(f"{path}: gold set not found") from None
+    except (IsADirectoryError, NotADirectoryError):
+        raise GoldError(f"{path}: the gold set must be a file (this is a directory, or under a file)") from None
     except UnicodeDecodeError as exc:
         raise GoldError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return parse_gold(text.splitlines(), str(path))

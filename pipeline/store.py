@@ -278,9 +278,14 @@ def validate(data_dir: Path, accept_edits: bool = False) -> None:
     data_dir = Path(data_dir)
     if data_dir.exists() and not data_dir.is_dir():
         raise StoreSchemaError(f"{data_dir}: the data directory is a file, not a directory")
+    above = next((p for p in data_dir.absolute().parents if p.exists() and not p.is_dir()), None)
+    if above is not None:
+        raise StoreSchemaError(f"{data_dir}: the data directory is under {above}, a file, not a directory")
     sealed = (_sealed(data_dir) if memo.enabled() else None) or {}
     for name in SCHEMAS:
         path = data_dir / name
+        if path.is_dir():
+            raise StoreSchemaError(f"{path}: a directory where the store keeps a CSV file")
         if path.exists() and (name not in sealed or _digest(path) != sealed[name]["sha256"]):  # as sealed: checked
             check_file(path)
     read_reference(data_dir)

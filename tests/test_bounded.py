@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import time
 from datetime import date
@@ -179,3 +180,31 @@ def test_a_path_of_the_wrong_kind_is_exit_2_naming_it(case, tmp_path, embedder, 
     err = capsys.readouterr().err
     assert code == 2, err[-2000:]
     assert "Traceback" not in err and str(named) in err.split("error: ", 1)[-1], err[-2000:]
+
+
+@pytest.mark.parametrize("case", ["gold", "query_log", "csv", "data_dir_under_a_file"])
+def test_a_path_of_the_wrong_kind_is_a_domain_error_before_any_write(case, tmp_path, embedder):
+    """The library's own input check (what the dashboard and the benches call, not only the command line) names
+    the path in a domain error, before the run writes anything."""
+    from pipeline.config import load_config
+    from pipeline.errors import DriftwatchError
+
+    shutil.copytree(DATA / "e2e", tmp_path / "e2e")
+    gold, data_dir, extra = tmp_path / "e2e" / "gold.jsonl", tmp_path / "store", ""
+    if case == "gold":
+        gold = named = tmp_path / "gold-folder"
+        gold.mkdir()
+    elif case == "query_log":
+        named = tmp_path / "queries"
+        named.mkdir()
+        extra = f'\n[drift]\nquery_log = "{named}"\n'
+    elif case == "csv":
+        named = data_dir / contract.METRICS
+        named.mkdir(parents=True)
+    else:
+        (tmp_path / "a-file").write_text("not a folder\n")
+        data_dir = named = tmp_path / "a-file" / "store"
+    config = load_config(_config(tmp_path, data_dir, gold, extra))
+    with pytest.raises(DriftwatchError, match=re.escape(str(named))):
+        job.run_day(config, DAY, embedder=embedder, notify=False)
+    assert not (tmp_path / "store" / contract.RUNS).exists()
