@@ -247,6 +247,34 @@ def permuted_stream(n: int, seed: int, min_gap: int, length: int) -> list[int]:
     return out
 
 
+def shuffled_days(days: Sequence[list[Item]], n: int, seed: int, min_gap: int) -> list[list[Item]]:
+    """`n` days of the stream's items shuffled across days (the issue's null "with its PEPs shuffled at random across
+    days, so that nothing can drift"): the items of every real day in seeded random orders one after another, as
+    many a day as the real days hold on average, an item at least `min_gap` days after its last use."""
+    rng = random.Random(seed)
+    items = [i for day in days for i in day]
+    per_day = max(1, round(len(items) / len(days)))
+    last: dict[str, int] = {}
+    out: list[list[Item]] = []
+    pool: list[Item] = []
+    while len(out) < n:
+        day: list[Item] = []
+        while len(day) < per_day:
+            if not pool:
+                pool = rng.sample(items, len(items))
+            pick = next((i for i in pool if len(out) - last.get(i.id, -min_gap - 1) > min_gap
+                         and all(i.id != j.id for j in day)), None)
+            if pick is None:  # the rest of this order is too recent: start the next one early
+                pool = []
+                continue
+            pool.remove(pick)
+            day.append(pick)
+        for item in day:
+            last[item.id] = len(out)
+        out.append(day)
+    return out
+
+
 def block_stream(n: int, seed: int, min_gap: int, length: int, block: int = BLOCK) -> list[int]:
     """`n` real days (indices 0..length-1) as a moving-block bootstrap: blocks of `block` consecutive real days
     drawn with replacement, a block redrawn when one of its days was used within `min_gap` days."""
@@ -367,7 +395,7 @@ class Count:
 
     @property
     def pages_per_90(self) -> float:
-        return self.pages * STREAM_DAYS / self.days
+        return self.pages * STREAM_DAYS / self.days if self.days else math.nan
 
     @classmethod
     def of(cls, frame: pd.DataFrame, fired: Sequence[Alert]) -> Count:
@@ -389,8 +417,11 @@ def _null_stream(job: tuple[str, int, DriftConfig, int]) -> dict:
     kind, seed, config, evaluated = job
     stream = _STREAM
     n = warmup(config) + evaluated
-    order = (permuted_stream if kind == "permutation" else block_stream)(n, seed, gap(config), stream.length)
-    days = [stream.days[d] for d in order]
+    if kind == "shuffled":
+        days = shuffled_days(stream.days, n, seed, gap(config))
+    else:
+        order = (permuted_stream if kind == "permutation" else block_stream)(n, seed, gap(config), stream.length)
+        days = [stream.days[d] for d in order]
     began = time.perf_counter()
     frame = stream_drift(days, stream, config, range(warmup(config), n))
     counts, pages = {}, []
@@ -603,12 +634,16 @@ def format_synthetic(cells: Sequence[dict]) -> str:
 
 
 def _pooled(results: Sequence[dict], label: str, kind: str | None = None) -> Count:
-    picked = [r["counts"][label] for r in results if kind in (None, r["kind"])]
+    """The counts of streams of `kind`, or of the day-order kinds (permutation and block) when None."""
+    picked = [r["counts"][label] for r in results if r["kind"] == kind or (kind is None and r["kind"] in DAY_ORDER)]
     return Count(*(sum(c[f] for c in picked) for f in ("days", "drifted_days", "warnings", "pages")))
 
 
 def _delay(day: int | None) -> str:
     return "not flagged" if day is None else ("on the day" if day == 0 else f"day +{day}")
+
+
+DAY_ORDER = ("permutation", "block")  # null streams of whole real days; "shuffled" moves the items across days
 
 
 def format_stream(result: dict) -> str:
@@ -623,15 +658,19 @@ def format_stream(result: dict) -> str:
                      f"{c.pages:>7}{c.pages_per_90:>11.2f}{r['seconds'] / c.days:>8.1f}")
     lines += [f"  {r['kind']} {r['seed']}, {page}" for r in result["streams"] for page in r.get("pages", [])]
     lines += ["", "pages per 90 days by rule setting (same verdicts replayed):",
-              f"{'setting':<44}{'permutation':>12}{'block':>8}{'pooled':>8}{'worst':>7}{'real order':>12}"]
+              f"{'setting':<44}{'permutation':>12}{'block':>8}{'pooled':>8}{'worst':>7}{'real order':>12}"
+              f"{'shuffled':>10}"]
     for label, _ in SETTINGS:
-        worst = max(Count(**r["counts"][label]).pages_per_90 for r in result["streams"])
-        real = Count(**result["real_order"][label])
+        worst = max((Count(**r["counts"][label]).pages_per_90 for r in result["streams"] if r["kind"] in DAY_ORDER),
+                    default=math.nan)
+        real = Count(**result["real_order"][label]) if result.get("real_order") else Count(0, 0, 0, 0)
         lines.append(f"{label:<44}{_pooled(result['streams'], label, 'permutation').pages_per_90:>12.2f}"
                      f"{_pooled(result['streams'], label, 'block').pages_per_90:>8.2f}"
                      f"{_pooled(result['streams'], label).pages_per_90:>8.2f}{worst:>7.2f}"
-                     f"{real.pages_per_90:>12.2f}")
+                     f"{real.pages_per_90:>12.2f}{_pooled(result['streams'], label, 'shuffled').pages_per_90:>10.2f}")
     pooled = _pooled(result["streams"], SETTINGS[0][0])
+    if not result.get("real_order"):
+        return "\n".join(lines)
     lines += ["", f"events injected on {result['event_day']} into the real-order stream (defaults):",
               f"{'event':<66}{'first warning':>15}{'first page':>13}"]
     for e in result["events"]:
@@ -659,23 +698,26 @@ def format_report(result: dict) -> str:
     return "\n\n".join(parts) + f"\n\n{result['seconds']:.0f} s"
 
 
-def run_stream(stream: Stream, path: Path, config: DriftConfig, streams: int, workers: int, quick: bool) -> dict:
+def run_stream(stream: Stream, path: Path, config: DriftConfig, streams: int, workers: int, quick: bool,
+               kinds: Sequence[str] = (*DAY_ORDER, "shuffled"), events: bool = True) -> dict:
     """The null streams, the real order and the events of one stream."""
     evaluated = QUICK_DAYS if quick else STREAM_DAYS
     after = QUICK_DAYS if quick else EVENTS_AFTER
-    kinds = [(kind, seed, config, evaluated) for kind in ("permutation", "block") for seed in range(streams)]
-    packs = list(stream.packs)[:1] if quick else list(stream.packs)
+    jobs = [(kind, seed, config, evaluated) for kind in kinds for seed in range(streams)]
+    packs = (list(stream.packs)[:1] if quick else list(stream.packs)) if events else []
     with concurrent.futures.ProcessPoolExecutor(workers, initializer=_hold, initargs=(stream,)) as pool:
-        nulls = pool.map(_null_stream, kinds)
-        events = pool.map(_event, [(name, config, after) for name in packs])
-        burst = pool.submit(_after_burst, config, QUICK_DAYS if quick else AFTER_BURST_DRIFT)
-        shift = pool.submit(_shift, config, QUICK_DAYS if quick else SHIFT_MAX)
-        steady = pool.submit(_shift, config, QUICK_DAYS if quick else SHIFT_MAX, True)
-        real = pool.submit(_real_order, config, evaluated)
-        nulls, events = list(nulls), list(events)
+        nulls = pool.map(_null_stream, jobs)
+        found = pool.map(_event, [(name, config, after) for name in packs])
+        later = {}
+        if events:
+            later = {"after_burst": pool.submit(_after_burst, config, QUICK_DAYS if quick else AFTER_BURST_DRIFT),
+                     "shift": pool.submit(_shift, config, QUICK_DAYS if quick else SHIFT_MAX),
+                     "steady_shift": pool.submit(_shift, config, QUICK_DAYS if quick else SHIFT_MAX, True),
+                     "real_order": pool.submit(_real_order, config, evaluated)}
+        nulls, found = list(nulls), list(found)
+        later = {key: value.result() for key, value in later.items()}
     return {"stream": stream.name, "path": str(path), "days": evaluated, "warmup": warmup(config),
-            "event_day": str(stream.event_day), "streams": nulls, "real_order": real.result(), "events": events,
-            "after_burst": burst.result(), "shift": shift.result(), "steady_shift": steady.result()}
+            "event_day": str(stream.event_day), "streams": nulls, "events": found, **later}
 
 
 LOADERS = {"news": load_news, "peps": load_peps}
@@ -694,7 +736,8 @@ def run(args: argparse.Namespace) -> dict:
         print(f"{name}: {sum(len(d) for d in stream.days)} items, {len(stream.vectors)} chunks with the packs, "
               f"loaded in {time.perf_counter() - loaded:.0f} s"
               + (f"; gradual shift: {stream.shift.label}" if stream.shift else ""), file=sys.stderr)
-        result["streams"][name] = run_stream(stream, path, config, args.streams, args.workers, args.quick)
+        result["streams"][name] = run_stream(stream, path, config, args.streams, args.workers, args.quick,
+                                             args.kinds.split(","), not args.no_events)
     if args.part in ("all", "synthetic"):
         result["synthetic"] = (synthetic_table(args.workers, windows=8, chunks=(1, 8), cosines=(0.8,)) if args.quick
                                else synthetic_table(args.workers))
@@ -709,6 +752,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="one real stream, or only the simulated table by chunks per document")
     parser.add_argument("--streams", type=int, default=10, help="null streams of each kind (permutation, block)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--kinds", default="permutation,block,shuffled",
+                        help="null streams: day-order permutations, block bootstraps, items shuffled across days")
+    parser.add_argument("--no-events", action="store_true", help="the null streams only (no events, no real order)")
     parser.add_argument("--quick", action="store_true",
                         help=f"a smoke run: 1 stream of each kind of {QUICK_DAYS} days, {QUICK_DAYS} days after "
                              "each event, the first pack only, a small synthetic table")

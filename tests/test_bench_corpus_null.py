@@ -169,3 +169,17 @@ def test_the_bench_without_a_stream_it_needs_exits_2(tmp_path, capsys, part):
     assert corpus_null.main(["--part", part, "--news", absent, "--peps", absent, "--out", str(tmp_path / "o")]) == 2
     assert f"{absent}/daily not found" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_shuffled_days_move_items_across_days_and_never_repeat_one_within_the_gap():
+    days = [[_item(f"d{d}-{i}", "x") for i in range(4)] for d in range(12)]
+    out = corpus_null.shuffled_days(days, 40, seed=3, min_gap=5)
+    assert len(out) == 40 and all(len(day) == 4 for day in out)
+    real = {i.id: d for d, day in enumerate(days) for i in day}
+    assert any(len({real[i.id] for i in day}) > 1 for day in out)  # a day mixes items of several real days
+    last: dict[str, int] = {}
+    for t, day in enumerate(out):
+        for item in day:
+            assert t - last.get(item.id, -10) > 5
+            last[item.id] = t
+    assert out == corpus_null.shuffled_days(days, 40, seed=3, min_gap=5)

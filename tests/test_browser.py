@@ -49,7 +49,9 @@ CHART = '[data-testid="stPlotlyChart"]'
 DRAWN_CHART = f"{CHART} .js-plotly-plot"
 EXCEPTION = '[data-testid="stException"]'
 ERROR_BOX = '[data-testid="stAlert"]:has([data-testid="stAlertContentError"])'
-BANNER = ".st-key-alert_banner"  # app.py's open-alert banner: its red boxes are alerts of the history, not faults
+# Red boxes that state the history, not faults: app.py's open-alert banner, and the Drift page's conclusion when the
+# window's drift is confirmed (a shift still flowing in on the last day is compared with what came before it).
+BANNER = ".st-key-alert_banner, .st-key-drift_conclusion"
 ERROR_WORDS = re.compile(r"Traceback|Error")
 
 # Pages whose chart may only come after an action (a simulation run): their main controls must be there instead.
@@ -184,7 +186,7 @@ def wait_until_idle(tab: Page) -> None:
 
 
 def error_boxes(tab: Page) -> list[tuple[str, bool]]:
-    """Every red box on the page: its text and whether it belongs to the open-alert banner."""
+    """Every red box on the page: its text and whether it states the history (the alert banner, the drift conclusion)."""
     return tab.eval_on_selector_all(ERROR_BOX, f"els => els.map(e => [e.innerText, !!e.closest('{BANNER}')])")
 
 
