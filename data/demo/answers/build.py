@@ -24,7 +24,7 @@ from pipeline.corpus import Corpus  # noqa: E402
 from pipeline.demo import DEMO_CONFIG  # noqa: E402
 from pipeline.embeddings import Embedder, embed_cached  # noqa: E402
 from pipeline.gold import load_gold  # noqa: E402
-from pipeline.job import chunk_documents  # noqa: E402
+from pipeline.chunking import chunk_documents  # noqa: E402
 from pipeline.retrieval import Retriever  # noqa: E402
 
 PIPELINE, K = "hybrid", 5
