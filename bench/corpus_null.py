@@ -86,6 +86,7 @@ QUICK_DAYS = 6  # evaluated days per null stream, and days after an event, with 
 # Rule settings replayed on the same verdicts: (label, changes to DriftConfig).
 SETTINGS: tuple[tuple[str, dict], ...] = (
     ("defaults (2 of 3, page p < 0.002)", {}),
+    ("any statistic pages on its day (PSI, KS too)", {"page_statistics": contract.DRIFT_FAMILY}),
     ("every drifted day pages (the rule before)", {"confirm_windows": 1}),
     ("2 of 2", {"confirm_of": 2}),
     ("2 of 4", {"confirm_of": 4}),

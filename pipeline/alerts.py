@@ -284,6 +284,14 @@ class DriftWindow:
     current_start: pd.Timestamp
     drifted: bool
     min_p: float = math.inf
+    # (statistic without its family's prefix, Holm-adjusted p) of each drifted statistic; empty: `min_p` is any's
+    drifted_p: tuple[tuple[str, float], ...] = ()
+
+    def page_p(self, statistics: Sequence[str]) -> float:
+        """The smallest Holm-adjusted p of a drifted statistic among those that may page on their own day."""
+        if not self.drifted_p:
+            return self.min_p
+        return min((p for name, p in self.drifted_p if name in statistics), default=math.inf)
 
 
 @dataclass(frozen=True)
@@ -321,19 +329,21 @@ def drift_windows(drift: pd.DataFrame, prefix: str = "") -> list[DriftWindow]:
     if rows.empty:
         return []
     frame = pd.DataFrame({"run_date": _days(rows), "current_start": pd.to_datetime(rows["current_start"]),
-                          "drifted": rows["verdict"] == DRIFTED, "p": rows["p_value"].astype(float)})
+                          "drifted": rows["verdict"] == DRIFTED, "p": rows["p_value"].astype(float),
+                          "name": rows[contract.STATISTIC].astype(str).str.removeprefix(prefix)})
     out = []
     for day, group in frame.groupby("run_date", sort=True):
         drifted = group[group["drifted"]]
         out.append(DriftWindow(day, group["current_start"].iloc[0], bool(len(drifted)),
-                               float(drifted["p"].min()) if len(drifted) else math.inf))
+                               float(drifted["p"].min()) if len(drifted) else math.inf,
+                               tuple(zip(drifted["name"], drifted["p"].astype(float)))))
     return out
 
 
 def confirm_drift(windows: Sequence[DriftWindow], today: pd.Timestamp, config: DriftConfig) -> DriftConfirmation:
     """Whether the drift of `today`'s window pages: at the one-day page level (its smallest Holm-adjusted p of a
-    drifted statistic below `page_alpha`), or when `confirm_windows` of the last `confirm_of` disjoint current
-    windows drifted: today's, then the latest run whose window ended before today's began, and so on back. Only
+    drifted statistic of `page_statistics` below `page_alpha`), or when `confirm_windows` of the last `confirm_of`
+    disjoint current windows drifted: today's, then the latest run whose window ended before today's began, and so on back. Only
     disjoint windows count, so one burst seen by two overlapping windows is not its own confirmation; and a window
     whose drift already paged confirms no later one, so a burst that paged on its day cannot make an ordinary
     excursion days later page "since" the burst.
@@ -354,7 +364,7 @@ def confirm_drift(windows: Sequence[DriftWindow], today: pd.Timestamp, config: D
                 if w.run_date < chain[-1].current_start:
                     chain.append(w)
             confirming = (now, *(w for w in chain[1:] if w.drifted and not paged[w.run_date]))
-            page_level = now.min_p < config.page_alpha
+            page_level = now.page_p(config.page_statistics) < config.page_alpha
             found = DriftConfirmation(page_level or len(confirming) >= config.confirm_windows, page_level,
                                       tuple(chain), len(confirming), confirming)
         paged[now.run_date] = found.confirmed

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import __version__, redact
-from pipeline.contract import DRIFT_FAMILY
+from pipeline.contract import (CLASSIFIER_ACCURACY, DRIFT_FAMILY, DUPLICATE_SHARE, NEW_CATEGORY_SHARE, NEW_SOURCE_SHARE,
+                               NOVEL_SHARE)
 from pipeline.errors import DriftwatchError
 from pipeline.metrics import DEFAULT_WATCHED, MEAN_NAMES
 
@@ -202,6 +203,12 @@ class DriftConfig:
     confirm_of: int = 3
     page_alpha: float = 0.002
     page_permutations: int = 4000
+    # The statistics whose drift may page on its own day (at page_alpha): those that say what came in (a domain
+    # classifier, novel content, near copies, new categories or sources). PSI and KS on the principal components
+    # move with where any day's documents sit, and a day of long documents written together (the PEPs of one
+    # era) sits apart from the days before it: they page by confirmation only (bench/corpus_null.py, PEP stream).
+    page_statistics: tuple[str, ...] = (CLASSIFIER_ACCURACY, NOVEL_SHARE, DUPLICATE_SHARE, NEW_CATEGORY_SHARE,
+                                        NEW_SOURCE_SHARE)
     # Effect sizes that count as practically large (a verdict needs significance AND its effect size).
     psi_effect: float = 0.2  # PSI above its null mean (the classic 0.2 line, on the bias-corrected PSI)
     ks_effect: float = 0.3  # the largest KS distance over the components
@@ -217,7 +224,7 @@ class DriftConfig:
     query_window_days: int = 7  # the current window of the query log
 
 
-DRIFT_RULE_KEYS = ("confirm_windows", "confirm_of", "page_alpha")  # settings of the drift alert rule, not measured
+DRIFT_RULE_KEYS = ("confirm_windows", "confirm_of", "page_alpha", "page_statistics")  # settings of the drift alert rule, not measured
 
 # Relative change that counts as practically large for the drop and slow-drift rules, by criticality preset.
 CRITICALITY = {"critical": 0.05, "standard": 0.10, "exploratory": 0.20}
@@ -527,6 +534,9 @@ def _check(cfg: Config, src: str) -> None:
         raise bad("drift.confirm_windows", "need 1 <= confirm_windows <= confirm_of")
     if not 0 < d.page_alpha <= d.alpha:
         raise bad("drift.page_alpha", f"need 0 < page_alpha <= alpha ({d.alpha})")
+    unknown = [name for name in d.page_statistics if name not in DRIFT_FAMILY]
+    if unknown:
+        raise bad("drift.page_statistics", f"unknown statistics {unknown}: choose among {', '.join(DRIFT_FAMILY)}")
     if d.page_permutations < d.permutations:
         raise bad("drift.page_permutations", f"must be >= permutations ({d.permutations})")
     for key, draws, level in (("permutations", d.permutations, d.alpha),

@@ -93,6 +93,7 @@ NOTES: dict[str, dict[str, str]] = {
         "confirm_of": "disjoint current windows (today's included) looked at to confirm a drift",
         "page_alpha": "a drift pages on its own day when its Holm-adjusted p is below this",
         "page_permutations": "permutation draws on a drifted window, so its p can reach page_alpha",
+        "page_statistics": "the statistics whose drift may page on its own day (PSI and KS page by confirmation)",
         "psi_effect": "PSI above its null mean that counts as drift",
         "ks_effect": "largest KS distance that counts as drift",
         "classifier_effect": "domain classifier's balanced accuracy above its null mean",

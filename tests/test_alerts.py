@@ -362,6 +362,20 @@ def test_a_window_that_paged_confirms_no_later_window():
     assert alert.severity == WARNING
 
 
+def test_psi_and_ks_alone_page_by_confirmation_only():
+    """PSI and KS at the page level on one day are a warning (a day of long documents written together sits apart
+    on the principal components); a content statistic at that level pages; with every statistic allowed (the rule
+    before), PSI alone pages too."""
+    shape = [drift_row("psi_mean", "drifted", p_value=0.0017), drift_row("ks_max", "drifted", p_value=0.0017)]
+    (alert,) = evaluate(drift=shape)
+    assert alert.severity == WARNING
+    (alert,) = evaluate(drift=[*shape, drift_row("novel_share", "drifted", p_value=0.0017)])
+    assert alert.severity == ALERT and "below the page level" in alert.message
+    before = dataclasses.replace(DriftConfig(), page_statistics=contract.DRIFT_FAMILY)
+    (alert,) = evaluate(drift=shape, drift_config=before)
+    assert alert.severity == ALERT
+
+
 def test_the_query_log_and_the_corpus_confirm_only_themselves():
     rows = drift_days("Ds", query="sD")  # corpus drifted on day 0, queries on day 1
     (alert,) = evaluate(drift=rows, today=1)
