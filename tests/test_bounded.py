@@ -157,38 +157,15 @@ def _config(tmp_path: Path, data_dir: Path, gold: Path, extra: str = "") -> Path
 
 
 @pytest.mark.parametrize("case", ["gold", "query_log", "csv", "data_dir_under_a_file"])
-def test_a_path_of_the_wrong_kind_is_exit_2_naming_it(case, tmp_path, embedder, monkeypatch, capsys):
-    monkeypatch.setattr(job, "Embedder", lambda config: embedder)
-    shutil.copytree(DATA / "e2e", tmp_path / "e2e")
-    gold, data_dir, extra = tmp_path / "e2e" / "gold.jsonl", tmp_path / "store", ""
-    if case == "gold":
-        gold = tmp_path / "gold-folder"
-        gold.mkdir()
-        named = gold
-    elif case == "query_log":
-        named = tmp_path / "queries"
-        named.mkdir()
-        extra = f'\n[drift]\nquery_log = "{named}"\n'
-    elif case == "csv":
-        named = data_dir / contract.RUNS
-        named.mkdir(parents=True)
-    else:
-        blocker = tmp_path / "a-file"
-        blocker.write_text("not a folder\n")
-        data_dir = named = blocker / "store"
-    code = cli.main(["run", "--config", str(_config(tmp_path, data_dir, gold, extra)), "--date", str(DAY)])
-    err = capsys.readouterr().err
-    assert code == 2, err[-2000:]
-    assert "Traceback" not in err and str(named) in err.split("error: ", 1)[-1], err[-2000:]
-
-
-@pytest.mark.parametrize("case", ["gold", "query_log", "csv", "data_dir_under_a_file"])
-def test_a_path_of_the_wrong_kind_is_a_domain_error_before_any_write(case, tmp_path, embedder):
-    """The library's own input check (what the dashboard and the benches call, not only the command line) names
-    the path in a domain error, before the run writes anything."""
+def test_a_path_of_the_wrong_kind_is_exit_2_naming_it_before_any_write(case, tmp_path, embedder, monkeypatch,
+                                                                       capsys):
+    """A gold set or query log that is a folder, a store CSV that is a folder, a data directory under a file: the
+    library's own input check (what the dashboard and the benches call too) raises a domain error naming the path
+    before the run writes anything, and the command line makes it exit 2 without a traceback."""
     from pipeline.config import load_config
     from pipeline.errors import DriftwatchError
 
+    monkeypatch.setattr(job, "Embedder", lambda config: embedder)
     shutil.copytree(DATA / "e2e", tmp_path / "e2e")
     gold, data_dir, extra = tmp_path / "e2e" / "gold.jsonl", tmp_path / "store", ""
     if case == "gold":
@@ -199,12 +176,16 @@ def test_a_path_of_the_wrong_kind_is_a_domain_error_before_any_write(case, tmp_p
         named.mkdir()
         extra = f'\n[drift]\nquery_log = "{named}"\n'
     elif case == "csv":
-        named = data_dir / contract.METRICS
+        named = data_dir / contract.RUNS
         named.mkdir(parents=True)
     else:
         (tmp_path / "a-file").write_text("not a folder\n")
         data_dir = named = tmp_path / "a-file" / "store"
-    config = load_config(_config(tmp_path, data_dir, gold, extra))
+    path = _config(tmp_path, data_dir, gold, extra)
     with pytest.raises(DriftwatchError, match=re.escape(str(named))):
-        job.run_day(config, DAY, embedder=embedder, notify=False)
-    assert not (tmp_path / "store" / contract.RUNS).exists()
+        job.run_day(load_config(path), DAY, embedder=embedder, notify=False)
+    assert not (tmp_path / "store" / contract.METRICS).exists()
+    code = cli.main(["run", "--config", str(path), "--date", str(DAY)])
+    err = capsys.readouterr().err
+    assert code == 2, err[-2000:]
+    assert "Traceback" not in err and str(named) in err.split("error: ", 1)[-1], err[-2000:]
