@@ -320,7 +320,8 @@ class Sample:
         """Per held row, its document as an integer (0, 1, ... in order of appearance)."""
         if not len(self.documents):
             return np.arange(self.vectors.shape[0])
-        return np.repeat(np.arange(len(run_lengths(self.documents))), run_lengths(self.documents))
+        runs = run_lengths(self.documents)
+        return np.repeat(np.arange(len(runs)), runs)
 
 
 def run_lengths(documents: Sequence[str]) -> np.ndarray:
