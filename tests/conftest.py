@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import threading
@@ -74,3 +75,20 @@ def drip_server():
     yield server
     server.stop.set()
     server.listener.close()
+
+
+DEMO_ENV = "DRIFTWATCH_DEMO_DIR"  # a month-long demo history built beforehand (`python -m pipeline demo --data-dir D`)
+
+
+@pytest.fixture(scope="session")
+def demo_history(tmp_path_factory) -> Path:
+    """The bundled demo's month-long history, built once per test session (a few minutes) or taken from
+    $DRIFTWATCH_DEMO_DIR when it holds one. Read-only: a test that writes (acknowledges, mutes) copies it first."""
+    from pipeline.demo import build_demo
+
+    given = os.environ.get(DEMO_ENV)
+    if given and (Path(given) / "runs.csv").exists():
+        return Path(given)
+    built = tmp_path_factory.mktemp("demo-history") / "store"
+    build_demo(Config(data_dir=built, gold=Path(".")), built)
+    return built

@@ -7,12 +7,6 @@ import ast
 import os
 import re
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,34 +14,23 @@ from urllib.parse import urlparse
 
 import pandas as pd
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from streamlit.source_util import page_icon_and_name
 
 from pipeline.alerts import condition_of
+from tests.browser_support import (EXCEPTION, EXPECT_TIMEOUT, LOCAL_HOST, PAGE_TIMEOUT, ROOT, Server, chromium,
+                                   serving, wait_until_idle)
 from pipeline.config import Config
 from pipeline.demo import FIRST_RUN_DAY, build_demo, demo_date
 
-ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
-CHROMIUM = Path("/usr/bin/chromium")  # Debian's; Playwright cannot download its own browsers here
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
 SCREENSHOTS_ENV = "DRIFTWATCH_SCREENSHOTS"  # set (to anything) to keep the screenshots in bench/out/screenshots
 SCREENSHOTS_OUT = ROOT / "bench" / "out" / "screenshots"
 VIEWPORT = {"width": 1400, "height": 900}
-LOCAL_HOST = "127.0.0.1"  # where the test serves the app: the only host a page may request
-START_TIMEOUT = 60  # seconds for the server to answer its health check
-PAGE_TIMEOUT = 120_000  # ms for a page's script run (the Drift page's first run projects embeddings: seconds)
-EXPECT_TIMEOUT = 30_000  # ms for an element to appear once the run is over (plotly.js draws after it)
 
-# Streamlit's DOM (1.67): the app root carries the script and connection state; an element whose code is loaded
-# lazily (charts, most widgets) is a stSkeleton placeholder until it mounts; keyed elements carry st-key-<key>.
-APP_IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"][data-test-connection-state="CONNECTED"]'
-PLACEHOLDER = '[data-testid="stSkeleton"]'
 CHART = '[data-testid="stPlotlyChart"]'
 DRAWN_CHART = f"{CHART} .js-plotly-plot"
-EXCEPTION = '[data-testid="stException"]'
 ERROR_BOX = '[data-testid="stAlert"]:has([data-testid="stAlertContentError"])'
 # Red boxes that state the history, not faults: app.py's open-alert banner, and the Drift page's conclusion when the
 # window's drift is confirmed (a shift still flowing in on the last day is compared with what came before it).
@@ -97,33 +80,11 @@ def test_every_page_file_is_opened_in_the_browser():
     assert files == {p.file for p in PAGES}, "app.py's st.Page calls and pages/ disagree"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((LOCAL_HOST, 0))
-        return s.getsockname()[1]
-
-
-@dataclass(frozen=True)
-class Server:
-    url: str
-    log: Path
-    data_dir: Path | None = None
-
-    def log_tail(self, lines: int = 40) -> str:
-        text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     """One headless Chromium for every page (a fresh context per page)."""
-    if not CHROMIUM.is_file():
-        pytest.fail(f"Chromium not found at {CHROMIUM}: the browser test drives Debian's Chromium "
-                    "(apt-get install -y chromium chromium-driver; .ci/run installs it)", pytrace=False)
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture(scope="module")
@@ -134,55 +95,16 @@ def history(tmp_path_factory) -> Path:
     return data_dir
 
 
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-            return response.read().decode().strip() == "ok"
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 @pytest.fixture(scope="module")
 def server(history, tmp_path_factory) -> Iterator[Server]:
     """`streamlit run app.py` on the history, on a free port, until the module's tests are done."""
-    port = _free_port()
-    log = tmp_path_factory.mktemp("server") / "streamlit.log"
-    env = {**os.environ, "DRIFTWATCH_DATA_DIR": str(history)}
-    env.pop("DRIFTWATCH_CONFIG", None)
-    # No --browser.gatherUsageStats: the repository's .streamlit/config.toml must keep the pages offline.
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-               "--server.port", str(port)]
-    with log.open("wb") as out:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    running = Server(f"http://{LOCAL_HOST}:{port}", log)
-    try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not _healthy(running.url):
-            if process.poll() is not None:
-                pytest.fail(f"streamlit exited with {process.returncode}:\n{running.log_tail()}", pytrace=False)
-            if time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not answer /_stcore/health within {START_TIMEOUT} s:\n"
-                            f"{running.log_tail()}", pytrace=False)
-            time.sleep(0.1)  # the polling interval, not a wait for readiness
+    with serving(history, tmp_path_factory.mktemp("server")) as running:
         yield running
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture(scope="module")
 def screenshots(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("screenshots")
-
-
-def wait_until_idle(tab: Page) -> None:
-    """Until the app is connected, its script run has finished and every element has replaced its placeholder."""
-    tab.wait_for_selector(APP_IDLE, state="attached")
-    tab.wait_for_function(f"() => document.querySelector('{PLACEHOLDER}') === null")
 
 
 def error_boxes(tab: Page) -> list[tuple[str, bool]]:
@@ -261,35 +183,10 @@ def test_page_renders_in_the_browser(browser, server, screenshots, page: RoutedP
 # --- the demo's story, read by content: the month-long demo history built here (a few minutes), or the one in
 # DRIFTWATCH_DEMO_DIR (e.g. from `python -m pipeline demo --data-dir /tmp/dash-demo`), reused when set ---
 
-DEMO_ENV = "DRIFTWATCH_DEMO_DIR"
-
-
 @pytest.fixture(scope="module")
-def demo_server(tmp_path_factory) -> Iterator[Server]:
-    demo = os.environ.get(DEMO_ENV)
-    if not demo or not (Path(demo) / "runs.csv").exists():
-        built = tmp_path_factory.mktemp("demo-history") / "store"
-        build_demo(Config(data_dir=built, gold=Path(".")), built)
-        demo = str(built)
-    port = _free_port()
-    log = tmp_path_factory.mktemp("demo-server") / "streamlit.log"
-    env = {**os.environ, "DRIFTWATCH_DATA_DIR": demo}
-    env.pop("DRIFTWATCH_CONFIG", None)
-    with log.open("wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-                                    "--server.port", str(port)], cwd=ROOT, env=env, stdout=out,
-                                   stderr=subprocess.STDOUT)
-    running = Server(f"http://{LOCAL_HOST}:{port}", log, Path(demo))
-    try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not _healthy(running.url):
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not start:\n{running.log_tail()}", pytrace=False)
-            time.sleep(0.1)  # the polling interval, not a wait for readiness
+def demo_server(demo_history, tmp_path_factory) -> Iterator[Server]:
+    with serving(demo_history, tmp_path_factory.mktemp("demo-server")) as running:
         yield running
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def open_demo_page(browser, server: Server, path: str, screenshots: Path, name: str) -> tuple[Page, object]:
