@@ -30,11 +30,12 @@ if spans:
     window = drift_views.drift_window(drift, chosen)
     st.caption(f"Chunks new in {current.label()} ({window['n_current']}) against those new in {reference.label()} "
                f"({window['n_reference']}), the reference window (rolling, or pinned by `python -m pipeline "
-               "rebaseline`). Drifted: significant after Holm's correction over the statistics AND at or above its "
-               "effect line; the null is what the statistic reads when nothing changed, at these sample sizes.")
+               "rebaseline`). Drifted: significant after Holm's correction over the statistics AND a value at or "
+               "above its threshold (the null's mean plus the statistic's effect line: its column says how it is "
+               "made); the null is what the statistic reads when nothing changed, at these sample sizes.")
 ui.table(verdicts, "drift_verdicts", column_config={
-    "value": st.column_config.NumberColumn(format="%.3f"), "null 95%": st.column_config.NumberColumn(format="%.3f"),
-    "effect line": st.column_config.NumberColumn(format="%.2f"), "p (Holm)": st.column_config.NumberColumn(format="%.3g"),
+    "value": st.column_config.NumberColumn(format="%.3f"), "threshold": st.column_config.NumberColumn(format="%.3f"),
+    "p (Holm)": st.column_config.NumberColumn(format="%.3g"), "null 95%": st.column_config.NumberColumn(format="%.3f"),
     "what is new": st.column_config.TextColumn(width="large")})
 
 if spans:

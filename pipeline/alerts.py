@@ -22,6 +22,7 @@ from pipeline.config import AlertsConfig, DriftConfig
 from pipeline.contract import (ALERT, CONFIG_CHANGE, CORPUS_METRIC, CORPUS_WIDE, DELETED, DRIFT_RULE, DRIFTED, DROP,
                                FEEDS_FAILED, FLOOR, GOLD_MISSING, QUERY_PREFIX, SEVERITIES, SLOW_DRIFT, STABLE,
                                TARGETS_FAILED, WARNING)
+from pipeline.drift import threshold_phrase, value_line
 from pipeline.metrics import ANSWER_WATCHED, REGISTRY, parse_series
 
 _SEVERITY_RANK = {severity: rank for rank, severity in enumerate(SEVERITIES)}
@@ -383,7 +384,8 @@ def _drift_alerts(day: str, today: pd.Timestamp, drift: pd.DataFrame, config: Dr
     confirmations = [confirm_drift(drift_windows(drift, prefix), today, config) for prefix in ("", QUERY_PREFIX)]
     drifted = [c for c in confirmations if c.windows]
     confirmed = [c for c in drifted if c.confirmed]
-    parts = [f"{r.statistic} {r.value:.3f} (null 95% {r.null_value:.3f}, effect line {r.threshold:g}, "
+    parts = [f"{r.statistic} {r.value:.3f} (threshold {value_line(r.effect_from, r.threshold):.3f}: "
+             f"{threshold_phrase(r.statistic, r.effect_from, r.threshold)}; null 95% {r.null_value:.3f}, "
              f"p={r.p_value:.2g})" for r in rows.itertuples()]
     details = [str(d) for d in rows["detail"].fillna("") if str(d)]
     first = rows.iloc[0]

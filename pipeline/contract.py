@@ -32,8 +32,12 @@ PER_QUESTION_COLUMNS = (
     "run_date", "pipeline", "k", "question_id", "hit", "recall", "precision", "rr", "ndcg",
     "unjudged", "first_relevant_rank", "top1_score", "retrieved", "gold_missing",
 )
+# threshold: the statistic's effect-size line, a margin; effect_from: the value that margin is measured from (the
+# null's mean; for duplicates, the reference window's share), so that effect_from + threshold is the line on the
+# value's own scale (pipeline/drift.py `value_line`).
 DRIFT_COLUMNS = ("run_date", "statistic", "value", "reference_date", "n_reference", "n_current",
-                 "reference_start", "current_start", "p_value", "null_value", "threshold", "verdict", "detail")
+                 "reference_start", "current_start", "p_value", "null_value", "threshold", "verdict", "detail",
+                 "effect_from")
 ALERTS_COLUMNS = (
     "run_date", "rule", "pipeline", "metric", "value", "baseline", "change_pct", "threshold",
     "severity", "message", "since", "p_value",
@@ -66,6 +70,11 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
     AGREEMENT: AGREEMENT_COLUMNS,
 }
 
+# Columns appended to a file's contract after stores were written with it: a file whose header ends before them
+# (written by an earlier driftwatch) is read with them empty, and the next run rewrites it with them
+# (pipeline/store.py `upgrade`). Only ever appended at the end, so an old row is the new one minus empty fields.
+ADDED_COLUMNS: dict[str, tuple[str, ...]] = {DRIFT: ("effect_from",)}
+
 # Column types: the columns not listed here are numbers (float).
 TEXT_COLUMNS = frozenset({
     "run_id", "started_at", "finished_at", "status", "model", "config_hash", "events", "pipeline", "metric",
@@ -83,6 +92,7 @@ RUN_DATE = "run_date"
 PIPELINE, K, METRIC, VALUE = "pipeline", "k", "metric", "value"
 QUESTION_ID, FIRST_RANK, RETRIEVED = "question_id", "first_relevant_rank", "retrieved"
 STATISTIC, REFERENCE_DATE, VERDICT = "statistic", "reference_date", "verdict"
+THRESHOLD, EFFECT_FROM = "threshold", "effect_from"
 RULE, SEVERITY, MESSAGE = "rule", "severity", "message"
 EVENTS, DOCS_TOTAL = "events", "docs_total"
 SOURCE, GOLD_IN_CONTEXT, LAYER = "source", "gold_in_context", "layer"

@@ -349,6 +349,29 @@ class Verdict:
     adjusted_p: float = math.nan
     verdict: str = STABLE
 
+    @property
+    def effect_from(self) -> float:
+        """The value the effect is measured from: the null's mean (for duplicates, the reference's share)."""
+        return self.value - self.effect
+
+
+def value_line(effect_from: float, line: float) -> float:
+    """The effect-size line on the statistic's own scale: a value at or above it has an effect at or above the
+    line (what `decide` requires, with the Holm-adjusted p below alpha)."""
+    return effect_from + line
+
+
+def threshold_phrase(statistic: str, effect_from: float, line: float) -> str:
+    """How a statistic's threshold on its own scale is made ("null mean 0.500 + effect line 0.4"): the value the
+    effect is measured from plus the effect-size line. A row of a run before effect_from was recorded says the line
+    is a margin above its base, without the number."""
+    if math.isnan(line):
+        return ""
+    base = "reference share" if statistic == DUPLICATES.name else "null mean"
+    if math.isnan(effect_from):
+        return f"{base} + effect line {line:g} (the run did not record its {base})"
+    return f"{base} {effect_from:.3f} + effect line {line:g}"
+
 
 def _permutation_p(observed: float, null: np.ndarray) -> float:
     """(1 + draws at least as large) / (1 + draws): never 0, exact under exchangeability."""

@@ -23,7 +23,7 @@ import pandas as pd
 
 from pipeline import jsonl, memo
 from pipeline.redact import redact
-from pipeline.contract import (AGREEMENT, ALERTS, ANSWERS_DIR, DRIFT, GENERATION, INT_COLUMNS, METRICS, PER_ANSWER,
+from pipeline.contract import (ADDED_COLUMNS, AGREEMENT, ALERTS, ANSWERS_DIR, DRIFT, GENERATION, INT_COLUMNS, METRICS, PER_ANSWER,
                                PER_QUESTION, RUN_DATE, RUNS, SCHEMAS, SIGNALS, TARGETS, TEXT_COLUMNS,
                                UPSTREAM_TEXT_COLUMNS)
 from pipeline.errors import DriftwatchError
@@ -82,14 +82,36 @@ _TEMPORARY = re.compile(r"\..+\.(?P<pid>\d+)\.tmp")  # what `atomic_write` leave
 RUN_PARTS = (PER_QUESTION, METRICS, DRIFT, ALERTS, SIGNALS, TARGETS, GENERATION, PER_ANSWER, AGREEMENT)
 
 
+def _legacy_columns(name: str) -> tuple[str, ...] | None:
+    """The columns of the file as an earlier driftwatch wrote it, before contract.ADDED_COLUMNS (None: none added)."""
+    added = ADDED_COLUMNS.get(name, ())
+    return SCHEMAS[name][:-len(added)] if added else None
+
+
 def _check_header(path: Path, header: Sequence[str]) -> None:
     expected = SCHEMAS[path.name]
-    if tuple(header) != expected:
+    if tuple(header) != expected and tuple(header) != _legacy_columns(path.name):
         missing = [c for c in expected if c not in header]
         extra = [c for c in header if c not in expected]
         raise StoreSchemaError(
             f"{path}:1: columns do not match the contract (missing: {missing or 'none'}, "
             f"unexpected: {extra or 'none'}, expected order: {', '.join(expected)})")
+
+
+def _width(path: Path) -> int:
+    """The number of fields of the file's rows: its header's (the contract's, or an earlier contract's)."""
+    with _open_bytes(path) as f:
+        return f.readline().count(b",") + 1
+
+
+def is_legacy(path: Path) -> bool:
+    """The file was written before columns were added to its contract (its header ends before them)."""
+    path = Path(path)
+    legacy = _legacy_columns(path.name)
+    if legacy is None or not path.exists() or _size(path) == 0:
+        return False
+    with _open_bytes(path) as f:
+        return f.readline().decode("utf-8", "replace").rstrip("\n").split(",") == list(legacy)
 
 
 def _check_edges(path: Path) -> None:
@@ -192,7 +214,7 @@ def _parse_row(path: Path, offset: int) -> list[str]:
         rows = list(csv.reader(io.StringIO(raw.decode("utf-8"), newline=""), strict=True))
     except (UnicodeDecodeError, csv.Error) as exc:
         raise StoreSchemaError(f"{path}:{_line_at(path, offset)}: not a CSV row of UTF-8 text ({exc})") from None
-    width = len(SCHEMAS[path.name])
+    width = _width(path)
     if len(rows) != 1 or len(rows[0]) != width or not _is_date(rows[0][0]):
         raise StoreSchemaError(f"{path}:{_line_at(path, offset)}: the last row is not {width} fields "
                                "starting with a YYYY-MM-DD run_date")
@@ -231,7 +253,7 @@ def check_file(path: Path) -> str:
 def _check_rows(path: Path, start: int, previous: str) -> str:
     """`check_file`'s rules for the rows from byte `start` (where a row starts) to the end, their dates not before
     `previous` (the run_date of the row before them); returns the last run_date."""
-    width = len(SCHEMAS[path.name])
+    width = _width(path)
 
     def line() -> int:  # the line of the row read last, counted only for a message
         return _line_at(path, start) - 1 + reader.line_num
@@ -344,16 +366,19 @@ def replace_date(data_dir: Path, name: str, run_date: date | str, rows: pd.DataF
     The common case (a date after every stored date) appends the rows in place, O(rows of that date), under
     a rollback journal (`_append`); otherwise the file is re-read, filtered and rewritten sorted by date, and
     replaces the old one by an atomic rename. Either way a crash leaves the previous rows whole and readers
-    never see a partial row.
+    never see a partial row. A file of an earlier contract (`is_legacy`) is first upgraded (`upgrade_file`).
     """
     day = str(run_date)
     path = Path(data_dir) / name
     path.parent.mkdir(parents=True, exist_ok=True)
+    _roll_back(path)  # an append a killed writer left unfinished, before reading the header
+    upgrade_file(path)  # a file of an earlier contract first gains the columns the rows have
     _put(path, day, _body(name, day, rows))
 
 
 def _put(path: Path, day: str, body: bytes) -> None:
-    """Make `body` (CSV lines of run date `day`, or nothing) the file's rows of `day`, as `replace_date` says."""
+    """Make `body` (CSV lines of run date `day`, or nothing) the file's rows of `day`, as `replace_date` says
+    (the rows as they are: a run journal puts back rows of an earlier contract into the file as it was)."""
     _roll_back(path)  # an append a killed writer left unfinished
     if path.exists() and path.stat().st_size > 0:
         _check_edges(path)
@@ -368,6 +393,52 @@ def _put(path: Path, day: str, body: bytes) -> None:
         return
     header = (",".join(SCHEMAS[path.name]) + "\n").encode()
     atomic_write(path, lambda f: (f.write(header), f.write(body)))
+
+
+def upgrade_file(path: Path) -> bool:
+    """Rewrite a file of an earlier contract (`is_legacy`) with the columns added since, empty in every row (they
+    are appended at the end: each row gains as many empty fields), atomically. True when it did."""
+    path = Path(path)
+    if not is_legacy(path):
+        return False
+    data = path.read_bytes()
+    added = b"," * len(ADDED_COLUMNS[path.name])
+    rows, at = [(",".join(SCHEMAS[path.name]) + "\n").encode()], _row_end(data, 0)
+    while at < len(data):
+        end = _row_end(data, at)
+        rows.append(data[at:end - 1] + added + b"\n")
+        at = end
+    atomic_write(path, lambda f: f.writelines(rows))
+    log.info("%s: upgraded to the current contract (added %s, empty in the earlier rows)", path,
+             ", ".join(ADDED_COLUMNS[path.name]))
+    return True
+
+
+def _as_legacy(path: Path) -> bytes | None:
+    """What an upgraded file (`upgrade_file`) held before the upgrade, when every row's added fields are empty
+    (None otherwise): how the seal recognises an upgrade killed before its seal."""
+    legacy = _legacy_columns(path.name)
+    if legacy is None:
+        return None
+    data = path.read_bytes()
+    header_end = _row_end(data, 0)
+    if data[:header_end] != (",".join(SCHEMAS[path.name]) + "\n").encode():
+        return None
+    tail = b"," * len(ADDED_COLUMNS[path.name]) + b"\n"
+    rows, at = [(",".join(legacy) + "\n").encode()], header_end
+    while at < len(data):
+        end = _row_end(data, at)
+        if not data[at:end].endswith(tail):
+            return None
+        rows.append(data[at:end - len(tail)] + b"\n")
+        at = end
+    return b"".join(rows)
+
+
+def upgrade(data_dir: Path) -> list[str]:
+    """Upgrade every file of an earlier contract in the store (`upgrade_file`); a note per file upgraded."""
+    return [f"{name}: upgraded to the current contract (added {', '.join(ADDED_COLUMNS[name])})"
+            for name in ADDED_COLUMNS if upgrade_file(Path(data_dir) / name)]
 
 
 def _body(name: str, day: str, rows: pd.DataFrame | Sequence[dict]) -> bytes:
@@ -495,6 +566,8 @@ def _parse(f: io.BufferedIOBase, name: str, header: bool = True) -> pd.DataFrame
                         dtype={c: str for c in columns if c in TEXT_COLUMNS or c == RUN_DATE}, keep_default_na=False,
                         na_values={c: ["", "nan", "NaN"] for c in columns if c not in TEXT_COLUMNS})
     frame[RUN_DATE] = pd.to_datetime(frame[RUN_DATE], format="%Y-%m-%d")
+    if list(frame.columns) != list(columns):  # a file of an earlier contract: the added columns are empty
+        frame = frame.reindex(columns=list(columns))
     for c in columns:
         if c == RUN_DATE:
             continue
@@ -708,6 +781,10 @@ def run_journal(data_dir: Path, run_date: date | str, accept_edits: bool = False
     date's rows as before the run."""
     data_dir = Path(data_dir)
     notes = recover(data_dir, accept_edits)
+    upgraded = upgrade(data_dir)
+    if upgraded:  # sealed at once: the journal below holds rows of the upgraded files
+        seal(data_dir)
+        notes += upgraded
     _begin_run(data_dir, str(run_date))
     try:
         yield notes
@@ -933,6 +1010,9 @@ def edits(data_dir: Path) -> list[str]:
         elif not path.exists():
             notes.append(f"{name}: removed{_dated(entry['dates'], 'it held rows of')}")
         elif _digest(path) != entry["sha256"]:
+            legacy = _as_legacy(path)
+            if legacy is not None and hashlib.sha256(legacy).hexdigest() == entry["sha256"]:
+                continue  # an upgrade (`upgrade_file`) of the sealed bytes, killed before its seal
             now, then = _date_digests(path), entry["dates"]
             kinds = (("changed", [d for d in now if d in then and now[d] != then[d]]),
                      ("removed", [d for d in then if d not in now]), ("added", [d for d in now if d not in then]))

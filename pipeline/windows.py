@@ -226,7 +226,7 @@ def _rows(run_date: date, verdicts: Sequence[drift.Verdict], reference: Window, 
              "reference_date": end, "n_reference": n_ref, "n_current": n_cur, "reference_start": start,
              "current_start": current.describe()[0],
              "p_value": v.adjusted_p, "null_value": v.null_q95, "threshold": v.threshold, "verdict": v.verdict,
-             "detail": v.detail} for v in verdicts]
+             "detail": v.detail, "effect_from": v.effect_from} for v in verdicts]
 
 
 def _short(statistics: Sequence[str], why: str) -> list[drift.Verdict]:

@@ -333,6 +333,11 @@ def test_drift_page_draws_the_stored_statistics(history, open_app):
     latest = drift[(drift["run_date"] == drift["run_date"].max()) & (drift["verdict"] != "context")]
     assert verdicts["statistic"].tolist() == latest["statistic"].tolist()
     assert verdicts["verdict"].tolist() == latest["verdict"].str.replace("_", " ").tolist()
+    assert list(verdicts.columns)[0] == "verdict"  # first: a phone shows it without scrolling sideways
+    on_scale = (latest["effect_from"] + latest["threshold"]).tolist()  # the threshold on the value's own scale
+    assert [None if pd.isna(v) else v for v in verdicts["threshold"]] == [None if pd.isna(v) else pytest.approx(v)
+                                                                        for v in on_scale]
+    assert latest["effect_from"].notna().any()
     projection = figure(at, "drift_projection_chart")["data"]
     assert [t["name"].split(" ")[0] for t in projection] == ["current", "reference"]  # reference drawn on top
     assert all(len(t["x"]) > 0 for t in projection)

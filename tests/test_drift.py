@@ -572,3 +572,24 @@ def test_missing_log_names_the_file(tmp_path):
 
 def test_empty_log_gives_empty_windows():
     assert parse_query_log([], "q.txt", date(2025, 3, 10), 7) == QueryWindow(reference=[], current=[])
+
+
+def test_the_threshold_on_the_values_scale_decides_as_the_effect_line_does():
+    """drift.csv's effect_from + threshold (`value_line`) is the line on the statistic's own scale: the null's mean
+    of the permutation draws, or for duplicates the reference's share, plus the effect line. A row is drifted
+    exactly when its value reaches that line and its Holm p is below alpha, so the Drift table can be checked by eye."""
+    reference = Sample(embeddings(200, 1), ["news"] * 200, ["feed"] * 200, [f"r{i}" for i in range(200)],
+                       np.r_[np.ones(4, bool), np.zeros(196, bool)])
+    burst = np.vstack([embeddings(20, 2), isotropic(30, 3)])
+    current = Sample(burst, ["news"] * 20 + ["Sports"] * 30, ["feed"] * 50, [f"c{i}" for i in range(50)],
+                     np.r_[np.ones(30, bool), np.zeros(20, bool)])
+    stable = Sample(embeddings(50, 4), ["news"] * 50, ["feed"] * 50, [f"s{i}" for i in range(50)], np.zeros(50, bool))
+    seen = set()
+    for current_side in (current, stable):
+        for v in window_drift(reference, current_side, FAST):
+            expected_base = 4 / 200 if v.statistic == DUPLICATES.name else v.null_mean
+            assert v.effect_from == pytest.approx(expected_base, abs=1e-12)
+            line = drift_module.value_line(v.effect_from, v.threshold)
+            assert (v.verdict == DRIFTED) == (v.adjusted_p < FAST.alpha and v.value >= line - 1e-12), v
+            seen.add(v.verdict)
+    assert seen == {DRIFTED, STABLE}

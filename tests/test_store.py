@@ -570,3 +570,82 @@ def test_a_damaged_journal_stops_the_run_naming_it_and_changes_nothing(tmp_path,
     with pytest.raises(store.StoreSchemaError, match=r"\.run-journal\.json: not a driftwatch run journal"):
         store.recover(tmp_path)
     assert _stored(tmp_path) == before
+
+
+# --- a file of an earlier contract: drift.csv before effect_from ---------------------------------------------
+
+def _legacy_drift(data_dir: Path) -> bytes:
+    """drift.csv as the driftwatch before contract.ADDED_COLUMNS wrote it: two runs, a detail with a newline and
+    a quote inside its field (a row that is two lines)."""
+    legacy = [c for c in contract.DRIFT_COLUMNS if c not in contract.ADDED_COLUMNS[contract.DRIFT]]
+    assert legacy == list(contract.DRIFT_COLUMNS[:-1])  # added at the end only
+    body = (",".join(legacy) + "\n"
+            + "2026-11-02,psi_mean,0.1,2026-11-01,40,30,2026-10-26,2026-11-02,0.5,0.2,0.25,stable,\n"
+            + '2026-11-03,novel_share,0.7,2026-11-02,40,30,2026-10-27,2026-11-03,0.001,0.3,0.25,drifted,'
+              '"12 novel chunks:\n""Storm"" hits, 3"\n').encode()
+    (data_dir / contract.DRIFT).write_bytes(body)
+    _complete_run(data_dir, "2026-11-02")
+    _complete_run(data_dir, "2026-11-03")
+    return body
+
+
+def test_a_file_of_the_earlier_contract_reads_with_the_added_column_empty(tmp_path):
+    _legacy_drift(tmp_path)
+    store.validate(tmp_path)
+    frame = store.read(tmp_path, contract.DRIFT)
+    assert list(frame.columns) == list(contract.DRIFT_COLUMNS)
+    assert frame[contract.EFFECT_FROM].isna().all() and frame[contract.EFFECT_FROM].dtype == "float64"
+    assert frame["detail"].tolist() == ["", '12 novel chunks:\n"Storm" hits, 3']
+
+
+def test_a_write_to_a_file_of_the_earlier_contract_upgrades_it_first(tmp_path):
+    old = _legacy_drift(tmp_path)
+    row = {c: "" for c in contract.DRIFT_COLUMNS} | {"run_date": "2026-11-04", "statistic": "psi_mean",
+                                                     "value": 0.2, "threshold": 0.25, "effect_from": 0.05}
+    store.replace_date(tmp_path, contract.DRIFT, "2026-11-04", [row])
+    store.check_file(tmp_path / contract.DRIFT)
+    frame = store.read(tmp_path, contract.DRIFT)
+    assert frame[contract.EFFECT_FROM].tolist()[:2] == [pytest.approx(math.nan, nan_ok=True)] * 2
+    assert frame[contract.EFFECT_FROM].tolist()[2] == 0.05
+    assert frame["detail"].tolist()[1] == '12 novel chunks:\n"Storm" hits, 3'
+    assert store._as_legacy(tmp_path / contract.DRIFT) is None  # a row with the added column filled
+    store.replace_date(tmp_path, contract.DRIFT, "2026-11-04", [])
+    assert store._as_legacy(tmp_path / contract.DRIFT) == old  # the upgrade itself kept every byte of every row
+
+
+def test_a_run_upgrades_a_sealed_store_without_calling_it_an_edit(tmp_path):
+    _legacy_drift(tmp_path)
+    store.seal(tmp_path)
+    with store.run_journal(tmp_path, "2026-11-04") as notes:
+        assert notes == ["drift.csv: upgraded to the current contract (added effect_from)"]
+        assert not store.is_legacy(tmp_path / contract.DRIFT)
+        _complete_run(tmp_path, "2026-11-04")
+    assert store.edits(tmp_path) == []
+    # an upgrade killed after its rewrite, before its seal, is no edit either; an edit after it still is
+    again = tmp_path / "again"
+    again.mkdir()
+    _legacy_drift(again)
+    store.seal(again)
+    assert store.upgrade_file(again / contract.DRIFT)
+    assert store.edits(again) == []
+    with store.run_journal(again, "2026-11-04") as notes:
+        assert notes == []
+    path = again / contract.DRIFT
+    path.write_bytes(path.read_bytes().replace(b"0.7,", b"0.9,"))
+    assert store.edits(again) == ["drift.csv: rows changed on 2026-11-03"]
+
+
+def test_a_journal_of_the_earlier_contract_puts_its_rows_back_as_they_were(tmp_path):
+    """A run of the earlier driftwatch killed mid-way left a journal of legacy rows: rolled back into the legacy
+    file as they were (not upgraded first, which would mix the widths), then upgraded by the next run."""
+    old = _legacy_drift(tmp_path)
+    store.seal(tmp_path)
+    store._begin_run(tmp_path, "2026-11-03")
+    path = tmp_path / contract.DRIFT
+    path.write_bytes(old.replace(b"0.7,", b"0.8,"))  # the dead run's half-done rewrite of its date
+    assert store.recover(tmp_path)[0].startswith("2026-11-03: rolled back")
+    assert path.read_bytes() == old
+    with store.run_journal(tmp_path, "2026-11-03"):
+        pass
+    store.check_file(path)
+    assert store.read(tmp_path, contract.DRIFT)["value"].tolist() == [0.1, 0.7]

@@ -574,3 +574,25 @@ def test_open_alerts_are_one_line_per_condition_with_since_and_the_worst_series(
     assert [c.short for c in conditions[:3]] == [f"slow_drift since {D1}", f"slow_drift since {D4}",
                                                  f"floor on recall@5 since {D5}"]
     assert views.open_conditions(rows.iloc[0:0]) == []
+
+
+def test_the_drift_table_shows_each_threshold_on_the_values_scale_verdict_first(tmp_path):
+    """The threshold column is effect_from + the effect line (pipeline.drift.value_line), said how it is made; a row
+    of a run before effect_from was recorded keeps its verdict and says the base was not recorded."""
+    def row(statistic, value, effect_from, verdict):
+        return {"run_date": D1, "statistic": statistic, "value": value, "reference_date": "2026-10-31",
+                "n_reference": 300, "n_current": 40, "reference_start": "2026-10-18", "current_start": D1,
+                "p_value": 0.01, "null_value": 0.555, "threshold": 0.4, "verdict": verdict, "detail": "",
+                "effect_from": effect_from}
+
+    drift = stored(tmp_path, contract.DRIFT, [row("classifier_accuracy", 0.689, 0.5, "stable"),
+                                              row("duplicate_share", 0.9, 0.02, "drifted"),
+                                              row("psi_mean", 0.3, math.nan, "stable")])
+    table = drift_views.drift_verdicts(drift)
+    assert list(table.columns)[:4] == ["verdict", "statistic", "value", "threshold"]
+    assert table["threshold"].tolist()[:2] == [pytest.approx(0.9), pytest.approx(0.42)]
+    assert math.isnan(table["threshold"].iloc[2])
+    assert table["threshold is"].tolist() == [
+        "null mean 0.500 + effect line 0.4", "reference share 0.020 + effect line 0.4",
+        "null mean + effect line 0.4 (the run did not record its null mean)"]
+    assert (table["value"] >= table["threshold"]).tolist()[:2] == [False, True]  # by eye, as the verdicts say

@@ -15,9 +15,10 @@ import pandas as pd
 from pipeline import store
 from pipeline.alerts import DriftConfirmation, confirm_drift, drift_windows
 from pipeline.config import Config, DriftConfig
+from pipeline.drift import threshold_phrase, value_line
 from pipeline.corpus import CORPUS_FILE, Corpus, text_hash
 from pipeline.contract import (CONTEXT, DRIFT, DRIFTED, NOT_ENOUGH_DATA, QUERY_PREFIX, REFERENCE_DATE, RUN_DATE,
-                               STATISTIC, TOP1_COSINE, VALUE, VERDICT)
+                               STATISTIC, THRESHOLD, TOP1_COSINE, VALUE, VERDICT, EFFECT_FROM)
 from pipeline.views import _day
 
 
@@ -32,23 +33,28 @@ def drift_series(drift: pd.DataFrame, statistics: Sequence[str]) -> pd.DataFrame
     return rows[[RUN_DATE, STATISTIC, VALUE]].reset_index(drop=True)
 
 
-VERDICT_COLUMNS = ("statistic", "value", "null 95%", "effect line", "p (Holm)", "verdict", "what is new")
+# The verdict first, so that a phone shows it without scrolling sideways; the threshold is on the value's own scale.
+VERDICT_COLUMNS = ("verdict", "statistic", "value", "threshold", "p (Holm)", "threshold is", "null 95%", "what is new")
 
 
-def drift_verdicts(drift: pd.DataFrame, day: date | None = None) -> pd.DataFrame:
-    """The Drift page's verdict table for one run (the latest when `day` is None): per statistic of the
-    family, its value, its null's 95% quantile at that run's sample sizes, the effect-size line, the
-    Holm-adjusted p-value, the verdict and, when drifted, what is new. Context statistics are left out."""
-    if drift.empty:
+def drift_verdicts(drift_rows: pd.DataFrame, day: date | None = None) -> pd.DataFrame:
+    """The Drift page's verdict table for one run (the latest when `day` is None): per statistic of the family,
+    its verdict, its value, its threshold on the value's own scale (`pipeline.drift.value_line`: the null's mean, or for
+    duplicates the reference's share, plus the effect-size line) and how it is made, the Holm-adjusted p-value,
+    the null's 95% quantile at that run's sample sizes and, when drifted, what is new. Drifted = the value at or
+    above its threshold and p below alpha. Context statistics are left out."""
+    if drift_rows.empty:
         return pd.DataFrame(columns=list(VERDICT_COLUMNS))
-    when = pd.Timestamp(day) if day is not None else drift[RUN_DATE].max()
-    rows = drift[(drift[RUN_DATE] == when) & (drift[VERDICT].fillna("") != CONTEXT)]
+    when = pd.Timestamp(day) if day is not None else drift_rows[RUN_DATE].max()
+    rows = drift_rows[(drift_rows[RUN_DATE] == when) & (drift_rows[VERDICT].fillna("") != CONTEXT)]
     rows = rows[~rows[STATISTIC].astype(str).str.startswith(QUERY_PREFIX)]
+    base, line = rows[EFFECT_FROM].astype(float), rows[THRESHOLD].astype(float)
     return pd.DataFrame({
-        "statistic": rows[STATISTIC], "value": rows[VALUE], "null 95%": rows["null_value"],
-        "effect line": rows["threshold"], "p (Holm)": rows["p_value"],
-        "verdict": rows[VERDICT].str.replace("_", " "), "what is new": rows["detail"].fillna(""),
-    }).reset_index(drop=True)
+        "verdict": rows[VERDICT].str.replace("_", " "), "statistic": rows[STATISTIC], "value": rows[VALUE],
+        "threshold": [value_line(b, x) for b, x in zip(base, line)], "p (Holm)": rows["p_value"],
+        "threshold is": [threshold_phrase(s, b, x) for s, b, x in zip(rows[STATISTIC], base, line)],
+        "null 95%": rows["null_value"], "what is new": rows["detail"].fillna(""),
+    }, columns=list(VERDICT_COLUMNS)).reset_index(drop=True)
 
 
 def drift_window(drift: pd.DataFrame, day: date | None = None) -> dict[str, object]:
