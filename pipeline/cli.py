@@ -160,6 +160,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the HTML file to write (default: reports/review-<week>.html in the data directory)")
     _common(rep)
 
+    evr = sub.add_parser("evidently-report", help="a run's drift window as an Evidently HTML report",
+                         description="Build an Evidently report of the run on --date: the embedding drift by "
+                                     "Evidently's domain classifier on the same rows and vectors the run gave it "
+                                     "(its score is the run's evidently_model_auc), the column drift of the "
+                                     "window's composition (sources, categories, document lengths) and the run's "
+                                     "retrieval metrics against the week before. Needs evidently "
+                                     "(pip install 'driftwatch[evidently]'). Exit 2 when there is no such run.")
+    evr.add_argument("--date", type=_date, required=True, help="the run date, YYYY-MM-DD")
+    evr.add_argument("--out", default=None,
+                     help="the HTML file to write (default: reports/evidently-<date>.html in the data directory)")
+    _common(evr)
+
     init = sub.add_parser("init", help="write a starter monitor.toml and gold set, print the cron line and workflow",
                           description="Write a commented monitor.toml (every key with its default) and a "
                                       "three-question gold.jsonl template into DIR, then print the crontab line of "
@@ -483,6 +495,17 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _evidently_report(args: argparse.Namespace) -> int:
+    from pipeline.evidently_report import build_report, data_dir_config
+    from pipeline.views import resolve_data_dir
+
+    data_dir = resolve_data_dir(args.config, args.data_dir)
+    report = build_report(data_dir_config(data_dir, args.config), args.date, Path(args.out) if args.out else None)
+    print(f"Evidently report of the run on {args.date} ({data_dir}) written to {report.path} "
+          f"(embedding drift score {report.embedding_score():.4f})")
+    return EXIT_OK
+
+
 def _init(args: argparse.Namespace) -> int:
     from pipeline.starter import init
 
@@ -607,7 +630,8 @@ def _serve_metrics(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": _run, "backfill": _backfill, "rebaseline": _rebaseline, "eval": _eval, "demo": _demo,
-            "simulate": _simulate, "report": _report, "init": _init, "check": _check, "accept-edits": _accept_edits,
+            "simulate": _simulate, "report": _report, "evidently-report": _evidently_report, "init": _init,
+            "check": _check, "accept-edits": _accept_edits,
             "dashboard": _dashboard,
             "app": _dashboard, "export": _export, "serve-metrics": _serve_metrics}
 
