@@ -1,5 +1,5 @@
 """Publishing the series where teams already look (MLflow runs, a Prometheus textfile and endpoint, whylogs
-profiles), each optional; the CSV store stays the source of truth and every exporter reads it."""
+profiles, Evidently workspace snapshots), each optional; the CSV store stays the source of truth and every exporter reads it."""
 
 from __future__ import annotations
 
@@ -19,14 +19,15 @@ import numpy as np
 import pandas as pd
 
 from pipeline import contract, netio, store
-from pipeline.config import Config, MlflowExportConfig, PrometheusExportConfig, WhylogsExportConfig, has_scheme
+from pipeline.config import (Config, EvidentlyExportConfig, MlflowExportConfig, PrometheusExportConfig,
+                             WhylogsExportConfig, has_scheme)
 from pipeline.contract import ALERT, DRIFTED, STABLE, WARNING
 from pipeline.corpus import Corpus, text_hash
 from pipeline.redact import redact
 
 log = logging.getLogger(__name__)
 
-EXPORTERS = ("mlflow", "prometheus", "whylogs")
+EXPORTERS = ("mlflow", "prometheus", "whylogs", "evidently")
 SEVERITIES = (ALERT, WARNING)
 PROFILES_DIR = "profiles"  # whylogs profiles, inside the data directory
 EMBEDDINGS_PROFILE = "embeddings"
@@ -146,6 +147,8 @@ def export(config: Config, days: Sequence[date], *, pending: dict | None = None,
                 export_mlflow(section, history, days)
             elif name == "prometheus":
                 write_textfile(section, history)
+            elif name == "evidently":
+                export_evidently(section, history, days)
             else:
                 with _corpus(config.data_dir, corpus) as open_corpus:
                     for day in days:
@@ -163,6 +166,8 @@ def _where(config: Config, name: str) -> str:
         return config.export.mlflow.tracking_uri
     if name == "prometheus":
         return str(config.export.prometheus.path)
+    if name == "evidently":
+        return str(config.export.evidently.workspace)
     return str(config.data_dir / PROFILES_DIR)
 
 
@@ -219,7 +224,7 @@ def midnight(day: date) -> datetime:
 
 
 def mlflow_points(history: History, day: date) -> dict[str, float]:
-    """The MLflow metrics of one run date: `<pipeline>.<metric>_at_<k>`, `drift.<statistic>`,
+    """The numbers of one run date (MLflow's metrics, the values of its Evidently snapshot): `<pipeline>.<metric>_at_<k>`, `drift.<statistic>`,
     `alerts.<severity>` and `run.<column>`; undefined (NaN) values are left out."""
     points = {mlflow_key(r.pipeline, f"{r.metric}_at_{r.k}"): r.value
               for r in history.on(history.metrics, day).itertuples()}
@@ -540,3 +545,73 @@ def read_profile(path: Path):
     from whylogs.core import DatasetProfileView
 
     return DatasetProfileView.deserialize(Path(path).read_bytes())
+
+
+# -- Evidently ---------------------------------------------------------------------------------------
+
+EVIDENTLY_STORE, EVIDENTLY_DATE = "driftwatch.store", "driftwatch.run_date"  # a snapshot's metadata keys
+EVIDENTLY_PANELS = {"recall": ".recall_at_", "Evidently drift score": "drift.evidently_model_auc"}  # title: series
+
+
+def evidently_tags(history: History, day: date) -> list[str]:
+    """A run's snapshot tags: driftwatch, its date and status, each drifted statistic (`drifted:<statistic>`) and
+    each alert of the day (`<severity>:<rule>:<pipeline>:<metric>`)."""
+    tags = ["driftwatch", f"run_date:{day.isoformat()}", f"status:{history.run(day)['status']}"]
+    tags += [f"drifted:{r.statistic}" for r in history.on(history.drift, day).itertuples() if r.verdict == DRIFTED]
+    tags += [f"{r.severity}:{r.rule}:{r.pipeline}:{r.metric}" for r in history.on(history.alerts, day).itertuples()]
+    return tags
+
+
+def evidently_snapshot(history: History, day: date):
+    """An Evidently Report's snapshot of one run date: a one-row dataset of `mlflow_points` (retrieval metrics,
+    drift statistics, alert counts, run numbers), each a MeanValue (its value), with `evidently_tags` and the
+    store and date as metadata."""
+    _import_quietly("evidently")
+    from evidently import DataDefinition, Dataset, Report
+    from evidently.metrics import MeanValue
+
+    points = mlflow_points(history, day)
+    frame = pd.DataFrame([points])
+    run = history.run(day)
+    metadata = {EVIDENTLY_STORE: store_key(history.data_dir), EVIDENTLY_DATE: day.isoformat(),
+                "data_dir": str(history.data_dir), "config_hash": str(run["config_hash"]), "model": str(run["model"])}
+    return Report([MeanValue(column=c) for c in points]).run(
+        Dataset.from_pandas(frame, data_definition=DataDefinition(numerical_columns=list(points))),
+        timestamp=datetime(day.year, day.month, day.day), metadata=metadata, tags=evidently_tags(history, day),
+        name=f"driftwatch {day.isoformat()}")
+
+
+def evidently_project(section: EvidentlyExportConfig, history: History):
+    """The workspace (created when missing) and its project named `section.project`, created when missing with a
+    dashboard plotting EVIDENTLY_PANELS' series (those of the history's latest run)."""
+    _import_quietly("evidently")
+    from evidently.ui.workspace import Workspace
+
+    section.workspace.mkdir(parents=True, exist_ok=True)
+    workspace = Workspace(str(section.workspace))
+    found = [p for p in workspace.search_project(section.project) if p.name == section.project]
+    if found:
+        return workspace, found[0]
+    from evidently.sdk.models import PanelMetric
+    from evidently.sdk.panels import line_plot_panel
+
+    project = workspace.create_project(section.project, description="driftwatch: one snapshot per daily run")
+    latest = mlflow_points(history, history.latest()) if history.latest() else {}
+    for title, part in EVIDENTLY_PANELS.items():
+        series = [PanelMetric(legend=c, metric="MeanValue", metric_labels={"column": c}) for c in latest if part in c]
+        if series:
+            project.dashboard.add_panel(line_plot_panel(title=f"driftwatch: {title}", values=series))
+    return workspace, project
+
+
+def export_evidently(section: EvidentlyExportConfig, history: History, days: Sequence[date]) -> None:
+    """One snapshot per run date in the workspace's project; a date exported again has its snapshot (of this
+    data directory) replaced."""
+    workspace, project = evidently_project(section, history)
+    key, todo = store_key(history.data_dir), {d.isoformat() for d in days}
+    for snapshot_id in workspace.list_runs(project.id):
+        metadata = workspace.get_run(project.id, snapshot_id).metadata
+        if metadata.get(EVIDENTLY_STORE) == key and metadata.get(EVIDENTLY_DATE) in todo:
+            workspace.delete_run(project.id, snapshot_id)
+    for day in days:
+        workspace.add_run(project.id, evidently_snapshot(history, day))
