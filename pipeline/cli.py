@@ -500,8 +500,8 @@ def _evidently_report(args: argparse.Namespace) -> int:
     from pipeline.views import resolve_data_dir
 
     data_dir = resolve_data_dir(args.config, args.data_dir)
-    report = build_report(data_dir_config(data_dir, args.config), args.date, Path(args.out) if args.out else None)
-    print(f"Evidently report of the run on {args.date} ({data_dir}) written to {report.path} "
+    report, path = build_report(data_dir_config(data_dir, args.config), args.date, Path(args.out) if args.out else None)
+    print(f"Evidently report of the run on {args.date} ({data_dir}) written to {path} "
           f"(embedding drift score {report.embedding_score():.4f})")
     return EXIT_OK
 

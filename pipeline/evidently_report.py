@@ -4,6 +4,7 @@ against the previous week. Evidently (5-20 s to import) is imported only here, i
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import time
 from dataclasses import dataclass
@@ -42,7 +43,8 @@ class WindowFrames:
 
 @dataclass(frozen=True)
 class EvidentlyReport:
-    path: Path
+    run_date: date
+    html: str  # the whole page (Evidently's own template and script, inline)
     drift: object  # evidently.Snapshot of the embedding and composition drift
     metrics: object | None  # evidently.Snapshot of the retrieval metrics against the previous week (None: no week)
     seconds: float
@@ -54,16 +56,17 @@ class EvidentlyReport:
 
 def require_evidently() -> None:
     """Raise EvidentlyReportError when the evidently package is not installed (without importing it)."""
-    import importlib.util
-
-    if importlib.util.find_spec("evidently") is None:
+    if not can_build():
         raise EvidentlyReportError("the Evidently report needs the evidently package, which is not installed: "
                                    "pip install 'driftwatch[evidently]'")
+    from pipeline.exporters import import_quietly
+
+    import_quietly("evidently")  # its usage telemetry off first
 
 
 def default_path(data_dir: Path, run_date: date) -> Path:
     """Where `evidently-report` writes without --out: the data directory's reports folder, beside the reviews."""
-    return Path(data_dir) / REPORTS_DIR / f"evidently-{run_date.isoformat()}.html"
+    return Path(data_dir) / REPORTS_DIR / file_name(run_date)
 
 
 def data_dir_config(data_dir: Path, config_file: Path | str | None = None) -> Config:
@@ -206,19 +209,44 @@ def _html(run_date: date, frames: WindowFrames, drift_run, metrics_run) -> str:
     return render_widgets(groups, as_iframe=False)
 
 
-def build_report(config: Config, run_date: date, out: Path | None = None) -> EvidentlyReport:
-    """The Evidently report of the run on `run_date`, written to `out` (default: `default_path`). Everything is
-    checked before anything is written."""
+def render(config: Config, run_date: date) -> EvidentlyReport:
+    """The Evidently report of the run on `run_date`, in memory (the dashboard's download); nothing is written."""
     t0 = time.perf_counter()
     require_evidently()
     frames = window_frames(config, run_date)
     drift_run = drift_snapshot(frames, run_date)
     metrics_run = metrics_snapshot(config.data_dir, run_date)
     page = _html(run_date, frames, drift_run, metrics_run)
+    return EvidentlyReport(run_date, page, drift_run, metrics_run, time.perf_counter() - t0)
+
+
+def build_report(config: Config, run_date: date, out: Path | None = None) -> tuple[EvidentlyReport, Path]:
+    """`render`, then written to `out` (default: `default_path`) atomically; nothing is written on an error."""
+    report = render(config, run_date)
     path = Path(out) if out is not None else default_path(config.data_dir, run_date)
     path.parent.mkdir(parents=True, exist_ok=True)
-    store.atomic_write(path, lambda f: f.write(page.encode("utf-8")))
-    return EvidentlyReport(path, drift_run, metrics_run, time.perf_counter() - t0)
+    store.atomic_write(path, lambda f: f.write(report.html.encode("utf-8")))
+    return report, path
+
+
+def file_name(run_date: date) -> str:
+    return f"evidently-{run_date.isoformat()}.html"
+
+
+def offer(run_date: date) -> str:
+    """The dashboard's line above the report's button: what it builds, or how to install Evidently."""
+    if not can_build():
+        return ("The Evidently report of this window needs the evidently package, which is not installed: "
+                "pip install 'driftwatch[evidently]'.")
+    return (f"An Evidently report of the run on {run_date}: the embedding drift by Evidently's own domain classifier "
+            "on the rows the run compared (its score is the run's evidently_model_auc), the column drift of the "
+            "window's sources, categories and document lengths, and the run's retrieval metrics against the week "
+            "before. Building it imports Evidently and takes about half a minute; the same file as "
+            f"`driftwatch evidently-report --date {run_date}`.")
+
+
+def can_build() -> bool:
+    return importlib.util.find_spec("evidently") is not None
 
 
 def stored_score(data_dir: Path, run_date: date) -> float:

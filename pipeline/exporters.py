@@ -34,8 +34,8 @@ EMBEDDINGS_PROFILE = "embeddings"
 QUESTIONS_PROFILE = "questions"
 EPOCH = date(1970, 1, 1)
 
-# Off before mlflow and whylogs are first imported: both would otherwise phone home without a deadline.
-_TELEMETRY_OFF = {"MLFLOW_DISABLE_TELEMETRY": "true", "WHYLOGS_NO_ANALYTICS": "True"}
+# Off before mlflow, whylogs and evidently are first imported: each would otherwise phone home without a deadline.
+_TELEMETRY_OFF = {"MLFLOW_DISABLE_TELEMETRY": "true", "WHYLOGS_NO_ANALYTICS": "True", "DO_NOT_TRACK": "1"}
 
 # The runs.csv columns published as numbers (MLflow `run.<column>`, Prometheus gauges below).
 RUN_NUMBERS = ("docs_total", "docs_new", "docs_updated", "docs_deleted", "chunks_total", "chunks_embedded",
@@ -195,7 +195,7 @@ def within(seconds: float, what: str, work: Callable[[], object]) -> object:
         raise ExportError(str(exc)) from None
 
 
-def _import_quietly(module: str):
+def import_quietly(module: str):
     for name, value in _TELEMETRY_OFF.items():
         os.environ.setdefault(name, value)
     import importlib
@@ -271,7 +271,7 @@ def tracking_uri(section: MlflowExportConfig) -> str:
 
 
 def mlflow_client(section: MlflowExportConfig):
-    mlflow_tracking = _import_quietly("mlflow.tracking")
+    mlflow_tracking = import_quietly("mlflow.tracking")
     uri = tracking_uri(section)
     return mlflow_tracking.MlflowClient(tracking_uri=uri, registry_uri=uri)
 
@@ -423,7 +423,7 @@ class _Fixed:
 
 def exposition(families: list) -> bytes:
     """The Prometheus text format of `families` (HELP and TYPE lines included)."""
-    prometheus_client = _import_quietly("prometheus_client")
+    prometheus_client = import_quietly("prometheus_client")
 
     registry = prometheus_client.CollectorRegistry(auto_describe=False)
     registry.register(_Fixed(families))
@@ -440,7 +440,7 @@ def write_textfile(section: PrometheusExportConfig, history: History) -> None:
 
 def serve(data_dir: Path, port: int, addr: str = "127.0.0.1"):
     """Serve /metrics from the store on `addr:port` (a thread); returns (server, thread)."""
-    prometheus_client = _import_quietly("prometheus_client")
+    prometheus_client = import_quietly("prometheus_client")
 
     registry = prometheus_client.CollectorRegistry(auto_describe=False)
     registry.register(StoreCollector(data_dir))
@@ -517,7 +517,7 @@ def profile_path(data_dir: Path, day: date, kind: str, pipeline: str | None = No
 
 
 def _write_profile(path: Path, frame: pd.DataFrame, day: date) -> None:
-    why = _import_quietly("whylogs")
+    why = import_quietly("whylogs")
 
     profile = why.log(frame).profile()
     profile.set_dataset_timestamp(midnight(day))
@@ -541,7 +541,7 @@ def write_profiles(config: Config, history: History, corpus: Corpus, day: date) 
 
 def read_profile(path: Path):
     """A profile written by `write_profiles`, as a whylogs DatasetProfileView."""
-    _import_quietly("whylogs")
+    import_quietly("whylogs")
     from whylogs.core import DatasetProfileView
 
     return DatasetProfileView.deserialize(Path(path).read_bytes())
@@ -566,7 +566,7 @@ def evidently_snapshot(history: History, day: date):
     """An Evidently Report's snapshot of one run date: a one-row dataset of `mlflow_points` (retrieval metrics,
     drift statistics, alert counts, run numbers), each a MeanValue (its value), with `evidently_tags` and the
     store and date as metadata."""
-    _import_quietly("evidently")
+    import_quietly("evidently")
     from evidently import DataDefinition, Dataset, Report
     from evidently.metrics import MeanValue
 
@@ -584,7 +584,7 @@ def evidently_snapshot(history: History, day: date):
 def evidently_project(section: EvidentlyExportConfig, history: History):
     """The workspace (created when missing) and its project named `section.project`, created when missing with a
     dashboard plotting EVIDENTLY_PANELS' series (those of the history's latest run)."""
-    _import_quietly("evidently")
+    import_quietly("evidently")
     from evidently.ui.workspace import Workspace
 
     section.workspace.mkdir(parents=True, exist_ok=True)
