@@ -213,8 +213,9 @@ def test_a_rerun_replaces_its_dates_snapshot_and_a_failing_workspace_never_stops
 
 
 def test_evidently_ui_serves_the_workspace(exported, tmp_path):
-    """`evidently ui --workspace FOLDER` (Evidently's own server) lists the project and its snapshots."""
-    _, folder = exported
+    """`evidently ui --workspace FOLDER` (Evidently's own server) lists the project and its snapshots, serves its
+    page, and gives its dashboards a driftwatch series equal to metrics.csv's."""
+    config, folder = exported
     port = free_port()
     env = {**os.environ, "DO_NOT_TRACK": "1"}
     log = (tmp_path / "ui.log").open("w")
@@ -238,6 +239,18 @@ def test_evidently_ui_serves_the_workspace(exported, tmp_path):
         assert sorted(s["metadata"][exporters.EVIDENTLY_DATE] for s in snapshots) == [d.isoformat() for d in DAYS]
         with urllib.request.urlopen(f"{base}/projects/{project['id']}", timeout=30) as answer:
             assert answer.status == 200 and b"<html" in answer.read().lower()
+        series = {"tags": [], "metadata": {}, "metric": "evidently:metric_v2:MeanValue",
+                  "metric_labels": {"column": "hybrid.recall_at_5"}}
+        asked = urllib.request.Request(f"{base}/api/v2/snapshots/{project['id']}/data_series_batch", method="POST",
+                                       data=json.dumps({"series_filter": [series]}).encode(),
+                                       headers={"content-type": "application/json"})
+        with urllib.request.urlopen(asked, timeout=30) as answer:
+            plotted = json.load(answer)
+        metrics = store.read_metrics(config.data_dir)
+        recall = metrics[(metrics[contract.PIPELINE] == "hybrid") & (metrics[contract.METRIC] == "recall")
+                         & (metrics[contract.K] == 5)].sort_values(contract.RUN_DATE)[contract.VALUE].tolist()
+        assert [s["timestamp"][:10] for s in plotted["sources"]] == [d.isoformat() for d in DAYS]
+        assert plotted["series"][0]["values"] == pytest.approx(recall, abs=1e-12)
     finally:
         server.terminate()
         server.wait(timeout=30)
