@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from pipeline import contract, drift, store
 from pipeline.config import Config, load_config
@@ -214,8 +215,11 @@ def render(config: Config, run_date: date) -> EvidentlyReport:
     t0 = time.perf_counter()
     require_evidently()
     frames = window_frames(config, run_date)
-    drift_run = drift_snapshot(frames, run_date)
-    metrics_run = metrics_snapshot(config.data_dir, run_date)
+    # One thread: the t-SNE behind Evidently's embedding plot took 25 s instead of 3 s on two busy cores, its
+    # OpenMP workers spinning against each other (and against the dashboard's own threads).
+    with threadpool_limits(limits=1):
+        drift_run = drift_snapshot(frames, run_date)
+        metrics_run = metrics_snapshot(config.data_dir, run_date)
     page = _html(run_date, frames, drift_run, metrics_run)
     return EvidentlyReport(run_date, page, drift_run, metrics_run, time.perf_counter() - t0)
 
