@@ -197,11 +197,13 @@ def build_parser() -> argparse.ArgumentParser:
                                      "edits in its events. Exit 2 when a changed file breaks the CSV contract.")
     _common(acc)
 
-    exp = sub.add_parser("export", help="publish stored runs to the [export.*] exporters (MLflow, Prometheus, whylogs)",
+    exp = sub.add_parser("export", help="publish stored runs to the [export.*] exporters (MLflow, Prometheus, whylogs, "
+                                        "Evidently)",
                          description="Push the stored series of the runs from --start to --end (default: every run) "
                                      "to each exporter the config enables: MLflow (a date already logged is "
-                                     "rebuilt, never duplicated), the Prometheus textfile (the latest run) and the "
-                                     "whylogs profiles. Exit 1 when an exporter failed.")
+                                     "rebuilt, never duplicated), the Prometheus textfile (the latest run), the "
+                                     "whylogs profiles and the Evidently workspace (a date's snapshot replaced). "
+                                     "Exit 1 when an exporter failed.")
     exp.add_argument("--start", type=_date, default=None, help="first run date (default: the first run)")
     exp.add_argument("--end", type=_date, default=None, help="last run date (default: the latest run)")
     _common(exp)
