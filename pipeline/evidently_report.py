@@ -112,12 +112,34 @@ def window_frames(config: Config, run_date: date) -> WindowFrames:
         sides = window_sides(config, corpus, run_date,
                              lambda chunks: embed_cached(corpus, embedder, [c.text for c in chunks]).vectors,
                              lambda seen_by: lambda vectors, chunks: np.zeros(len(vectors), bool))
+    _check_windows(config.data_dir, run_date, sides.windows.reference.describe(), sides.windows.current.describe())
     why = drift.not_enough(len(sides.reference), len(sides.current), config.drift)
     if why:
         raise EvidentlyReportError(f"the run on {run_date} had too few chunks to compare: {why}")
     frames = [_frame(side, evidently_held(side, config)) for side in (sides.reference, sides.current)]
     return WindowFrames(frames[0], frames[1], [c for c in frames[0].columns if c not in COMPOSITION],
                         sides.windows.reference.describe(), sides.windows.current.describe())
+
+
+def _check_windows(data_dir: Path, run_date: date, reference: tuple[str, str], current: tuple[str, str]) -> None:
+    """Refuse windows other than those the run's drift.csv rows name (a reference pinned by `rebaseline` since,
+    or an earlier date re-run): the report would not show what the run compared."""
+    rows = store.read(data_dir, contract.DRIFT)
+    rows = rows[(rows[contract.RUN_DATE] == pd.Timestamp(run_date)) & (rows[contract.STATISTIC] ==
+                                                                       contract.EVIDENTLY_MODEL_AUC)]
+    if rows.empty:
+        raise EvidentlyReportError(f"the run on {run_date} has no {contract.EVIDENTLY_MODEL_AUC} row in "
+                                   f"{Path(data_dir) / contract.DRIFT} (drift.evidently off, or too few chunks)")
+    row = rows.iloc[-1]
+    day = lambda value: pd.Timestamp(value).date().isoformat()  # noqa: E731
+    stored = (day(row["reference_start"]), day(row[contract.REFERENCE_DATE])), (day(row["current_start"]),
+                                                                                day(row[contract.RUN_DATE]))
+    if stored != (reference, current):
+        raise EvidentlyReportError(
+            f"the run on {run_date} compared {stored[1][0]} to {stored[1][1]} with {stored[0][0]} to {stored[0][1]} "
+            f"({Path(data_dir) / contract.DRIFT}); its windows are now {current[0]} to {current[1]} and {reference[0]} "
+            f"to {reference[1]} (a reference pinned by rebaseline since, or an earlier date re-run): re-run "
+            f"{run_date} first")
 
 
 def _frame(side: drift.Sample, held: np.ndarray) -> pd.DataFrame:

@@ -23,6 +23,7 @@ from playwright.sync_api import expect
 from pipeline import contract, evidently_report, exporters, store
 from pipeline.cli import EXIT_BAD_INPUT, main
 from pipeline.config import Config, ConfigError, EvidentlyExportConfig, ExportConfig, load_config
+from pipeline.demo import DRIFT_DAY as DEMO_DRIFT_DAY
 from pipeline.demo import FIRST_RUN_DAY, build_demo, demo_date
 from pipeline.job import run_day
 from pipeline.report import weekly_review_html
@@ -61,6 +62,13 @@ def test_the_reports_embedding_drift_is_the_runs_evidently_model_auc(built, hist
     assert metrics[0]["value"] > 0.7  # the drift packs: the classifier tells the windows apart
     assert [m["config"]["column"] for m in metrics[1:]] == list(evidently_report.COMPOSITION)
     assert f"Drift score: {round(metrics[0]['value'], 3)}" in built.html  # Evidently's own counter, rendered
+
+
+def test_the_demos_drift_day_report_is_its_evidently_model_auc(demo_history):
+    """The month-long demo (tests/conftest.py's session history): the report of its drift day, 2026-11-13."""
+    day = demo_date(DEMO_DRIFT_DAY)
+    report = evidently_report.render(settings(demo_history), day)
+    assert json.loads(report.drift.json())["metrics"][0]["value"] == evidently_report.stored_score(demo_history, day)
 
 
 def test_the_reports_retrieval_metrics_are_the_runs_against_the_week_before(built, history):
@@ -119,6 +127,18 @@ def test_the_command_refuses_bad_input_with_exit_2_naming_it(history, tmp_path, 
     assert code == EXIT_BAD_INPUT
     assert message.format(data_dir=history, empty=empty) in capsys.readouterr().err
     assert not (empty / "reports").exists() and not list(tmp_path.glob("**/*.html"))
+
+
+def test_a_report_of_windows_other_than_the_runs_is_refused(history, tmp_path, capsys):
+    """A reference pinned after the run: the rebuilt windows are not those drift.csv names, so no report."""
+    data_dir = tmp_path / "store"
+    shutil.copytree(history, data_dir)
+    assert main(["rebaseline", "--date", DAYS[0].isoformat(), "--data-dir", str(data_dir)]) == 0
+    capsys.readouterr()
+    assert main(["evidently-report", "--date", DRIFT_DAY.isoformat(), "--data-dir", str(data_dir)]) == EXIT_BAD_INPUT
+    error = capsys.readouterr().err
+    assert f"the run on {DRIFT_DAY} compared" in error and "rebaseline" in error and str(data_dir / "drift.csv") in error
+    assert not (data_dir / "reports").exists()
 
 
 def test_the_drift_page_builds_the_report_on_demand_and_offers_it(history, open_app):  # noqa: F811
