@@ -7,7 +7,8 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _ui as ui
-from pipeline import charts, contract, views
+from pipeline import charts, contract, evidently_report, views
+from pipeline.errors import DriftwatchError
 from pipeline.views import drift as drift_views
 
 TONES = {drift_views.DRIFTED_CONFIRMED: st.error, drift_views.DRIFTED_NOT_CONFIRMED: st.warning,
@@ -101,3 +102,16 @@ by = st.segmented_control("Group by", ["source", "category"], default="source", 
                           required=True)
 st.plotly_chart(charts.composition_figure(drift_views.composition(ui.documents(), days, by or "source"),
                                           by or "source"), key="drift_composition_chart")
+
+st.subheader("Evidently report")
+st.caption(evidently_report.offer(chosen))
+if evidently_report.can_build() and st.button("Build the Evidently report", key="drift_evidently_build"):
+    with st.spinner("Building the Evidently report..."):
+        try:
+            st.session_state["drift_evidently"] = evidently_report.render(config, chosen)
+        except DriftwatchError as exc:
+            ui.error(exc)
+built = st.session_state.get("drift_evidently")
+if built is not None and built.run_date == chosen:
+    st.download_button("Download the Evidently report", built.html, evidently_report.file_name(chosen),
+                       mime="text/html", key="drift_evidently_download")

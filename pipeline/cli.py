@@ -160,6 +160,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the HTML file to write (default: reports/review-<week>.html in the data directory)")
     _common(rep)
 
+    evr = sub.add_parser("evidently-report", help="a run's drift window as an Evidently HTML report",
+                         description="Build an Evidently report of the run on --date: the embedding drift by "
+                                     "Evidently's domain classifier on the same rows and vectors the run gave it "
+                                     "(its score is the run's evidently_model_auc), the column drift of the "
+                                     "window's composition (sources, categories, document lengths) and the run's "
+                                     "retrieval metrics against the week before. Needs evidently "
+                                     "(pip install 'driftwatch[evidently]'). Exit 2 when there is no such run.")
+    evr.add_argument("--date", type=_date, required=True, help="the run date, YYYY-MM-DD")
+    evr.add_argument("--out", default=None,
+                     help="the HTML file to write (default: reports/evidently-<date>.html in the data directory)")
+    _common(evr)
+
     init = sub.add_parser("init", help="write a starter monitor.toml and gold set, print the cron line and workflow",
                           description="Write a commented monitor.toml (every key with its default) and a "
                                       "three-question gold.jsonl template into DIR, then print the crontab line of "
@@ -185,11 +197,13 @@ def build_parser() -> argparse.ArgumentParser:
                                      "edits in its events. Exit 2 when a changed file breaks the CSV contract.")
     _common(acc)
 
-    exp = sub.add_parser("export", help="publish stored runs to the [export.*] exporters (MLflow, Prometheus, whylogs)",
+    exp = sub.add_parser("export", help="publish stored runs to the [export.*] exporters (MLflow, Prometheus, whylogs, "
+                                        "Evidently)",
                          description="Push the stored series of the runs from --start to --end (default: every run) "
                                      "to each exporter the config enables: MLflow (a date already logged is "
-                                     "rebuilt, never duplicated), the Prometheus textfile (the latest run) and the "
-                                     "whylogs profiles. Exit 1 when an exporter failed.")
+                                     "rebuilt, never duplicated), the Prometheus textfile (the latest run), the "
+                                     "whylogs profiles and the Evidently workspace (a date's snapshot replaced). "
+                                     "Exit 1 when an exporter failed.")
     exp.add_argument("--start", type=_date, default=None, help="first run date (default: the first run)")
     exp.add_argument("--end", type=_date, default=None, help="last run date (default: the latest run)")
     _common(exp)
@@ -483,6 +497,17 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _evidently_report(args: argparse.Namespace) -> int:
+    from pipeline.evidently_report import build_report, data_dir_config
+    from pipeline.views import resolve_data_dir
+
+    data_dir = resolve_data_dir(args.config, args.data_dir)
+    report, path = build_report(data_dir_config(data_dir, args.config), args.date, Path(args.out) if args.out else None)
+    print(f"Evidently report of the run on {args.date} ({data_dir}) written to {path} "
+          f"(embedding drift score {report.embedding_score():.4f})")
+    return EXIT_OK
+
+
 def _init(args: argparse.Namespace) -> int:
     from pipeline.starter import init
 
@@ -607,7 +632,8 @@ def _serve_metrics(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": _run, "backfill": _backfill, "rebaseline": _rebaseline, "eval": _eval, "demo": _demo,
-            "simulate": _simulate, "report": _report, "init": _init, "check": _check, "accept-edits": _accept_edits,
+            "simulate": _simulate, "report": _report, "evidently-report": _evidently_report, "init": _init,
+            "check": _check, "accept-edits": _accept_edits,
             "dashboard": _dashboard,
             "app": _dashboard, "export": _export, "serve-metrics": _serve_metrics}
 

@@ -321,12 +321,21 @@ class WhylogsExportConfig:
 
 
 @dataclass(frozen=True)
+class EvidentlyExportConfig:
+    # An Evidently local workspace folder (relative to the config file), created when missing; `evidently ui
+    # --workspace FOLDER` serves it.
+    workspace: Path = Path("evidently-workspace")
+    project: str = "driftwatch"  # the workspace's project the runs' snapshots go to (created when missing)
+
+
+@dataclass(frozen=True)
 class ExportConfig:
     """Where the series are published besides the CSV store; a section present turns its exporter on."""
 
     mlflow: MlflowExportConfig | None = None
     prometheus: PrometheusExportConfig | None = None
     whylogs: WhylogsExportConfig | None = None
+    evidently: EvidentlyExportConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -337,7 +346,8 @@ class RunConfig:
 
 
 # The package each exporter needs, and the pip extra that installs it.
-EXPORT_PACKAGES = {"mlflow": "mlflow", "prometheus": "prometheus_client", "whylogs": "whylogs"}
+EXPORT_PACKAGES = {"mlflow": "mlflow", "prometheus": "prometheus_client", "whylogs": "whylogs",
+                   "evidently": "evidently"}
 MAX_PROJECTION_DIMS = 1024
 
 
@@ -615,6 +625,8 @@ def _check_exports(export: ExportConfig, bad: Callable[[str, str], ConfigError])
         raise bad("export.prometheus.path", "must end in .prom (node_exporter's textfile collector reads only those)")
     if export.whylogs is not None and not 0 <= export.whylogs.projection_dims <= MAX_PROJECTION_DIMS:
         raise bad("export.whylogs.projection_dims", f"must be >= 0 and <= {MAX_PROJECTION_DIMS} (0: every dimension)")
+    if export.evidently is not None and not export.evidently.project.strip():
+        raise bad("export.evidently.project", "must not be empty")
 
 
 _URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
@@ -811,6 +823,9 @@ def load_config(path: Path | str | None = None, *, data_dir: Path | str | None =
     if cfg.export.mlflow is not None:
         mlflow = dataclasses.replace(cfg.export.mlflow, tracking_uri=_tracking_uri(cfg.export.mlflow.tracking_uri, base))
         cfg = cfg.replace(export=dataclasses.replace(cfg.export, mlflow=mlflow))
+    if cfg.export.evidently is not None and not cfg.export.evidently.workspace.is_absolute():  # the default
+        evidently = dataclasses.replace(cfg.export.evidently, workspace=base / cfg.export.evidently.workspace)
+        cfg = cfg.replace(export=dataclasses.replace(cfg.export, evidently=evidently))
     override = data_dir or os.environ.get(ENV_DATA_DIR)
     if override:
         cfg = cfg.replace(data_dir=Path(override).expanduser().resolve())

@@ -59,6 +59,10 @@ TABLE_NOTES: dict[str, dict[str, str]] = {
         "projection_dims": ("columns of the fixed seeded random projection of the new chunks' embeddings; "
                             "0 keeps every dimension"),
     },
+    "export.evidently": {
+        "workspace": "an Evidently local workspace folder, relative to this file (`evidently ui --workspace` serves it)",
+        "project": "the workspace's project each run's snapshot goes to (created when missing)",
+    },
 }
 
 # Where each part is explained (page, title); strict builds of the site check these links.

@@ -1,5 +1,5 @@
 """Publishing the series where teams already look (MLflow runs, a Prometheus textfile and endpoint, whylogs
-profiles), each optional; the CSV store stays the source of truth and every exporter reads it."""
+profiles, Evidently workspace snapshots), each optional; the CSV store stays the source of truth and every exporter reads it."""
 
 from __future__ import annotations
 
@@ -19,22 +19,23 @@ import numpy as np
 import pandas as pd
 
 from pipeline import contract, netio, store
-from pipeline.config import Config, MlflowExportConfig, PrometheusExportConfig, WhylogsExportConfig, has_scheme
+from pipeline.config import (Config, EvidentlyExportConfig, MlflowExportConfig, PrometheusExportConfig,
+                             WhylogsExportConfig, has_scheme)
 from pipeline.contract import ALERT, DRIFTED, STABLE, WARNING
 from pipeline.corpus import Corpus, text_hash
 from pipeline.redact import redact
 
 log = logging.getLogger(__name__)
 
-EXPORTERS = ("mlflow", "prometheus", "whylogs")
+EXPORTERS = ("mlflow", "prometheus", "whylogs", "evidently")
 SEVERITIES = (ALERT, WARNING)
 PROFILES_DIR = "profiles"  # whylogs profiles, inside the data directory
 EMBEDDINGS_PROFILE = "embeddings"
 QUESTIONS_PROFILE = "questions"
 EPOCH = date(1970, 1, 1)
 
-# Off before mlflow and whylogs are first imported: both would otherwise phone home without a deadline.
-_TELEMETRY_OFF = {"MLFLOW_DISABLE_TELEMETRY": "true", "WHYLOGS_NO_ANALYTICS": "True"}
+# Off before mlflow, whylogs and evidently are first imported: each would otherwise phone home without a deadline.
+_TELEMETRY_OFF = {"MLFLOW_DISABLE_TELEMETRY": "true", "WHYLOGS_NO_ANALYTICS": "True", "DO_NOT_TRACK": "1"}
 
 # The runs.csv columns published as numbers (MLflow `run.<column>`, Prometheus gauges below).
 RUN_NUMBERS = ("docs_total", "docs_new", "docs_updated", "docs_deleted", "chunks_total", "chunks_embedded",
@@ -146,6 +147,8 @@ def export(config: Config, days: Sequence[date], *, pending: dict | None = None,
                 export_mlflow(section, history, days)
             elif name == "prometheus":
                 write_textfile(section, history)
+            elif name == "evidently":
+                export_evidently(section, history, days)
             else:
                 with _corpus(config.data_dir, corpus) as open_corpus:
                     for day in days:
@@ -163,6 +166,8 @@ def _where(config: Config, name: str) -> str:
         return config.export.mlflow.tracking_uri
     if name == "prometheus":
         return str(config.export.prometheus.path)
+    if name == "evidently":
+        return str(config.export.evidently.workspace)
     return str(config.data_dir / PROFILES_DIR)
 
 
@@ -190,7 +195,7 @@ def within(seconds: float, what: str, work: Callable[[], object]) -> object:
         raise ExportError(str(exc)) from None
 
 
-def _import_quietly(module: str):
+def import_quietly(module: str):
     for name, value in _TELEMETRY_OFF.items():
         os.environ.setdefault(name, value)
     import importlib
@@ -219,7 +224,7 @@ def midnight(day: date) -> datetime:
 
 
 def mlflow_points(history: History, day: date) -> dict[str, float]:
-    """The MLflow metrics of one run date: `<pipeline>.<metric>_at_<k>`, `drift.<statistic>`,
+    """The numbers of one run date (MLflow's metrics, the values of its Evidently snapshot): `<pipeline>.<metric>_at_<k>`, `drift.<statistic>`,
     `alerts.<severity>` and `run.<column>`; undefined (NaN) values are left out."""
     points = {mlflow_key(r.pipeline, f"{r.metric}_at_{r.k}"): r.value
               for r in history.on(history.metrics, day).itertuples()}
@@ -266,7 +271,7 @@ def tracking_uri(section: MlflowExportConfig) -> str:
 
 
 def mlflow_client(section: MlflowExportConfig):
-    mlflow_tracking = _import_quietly("mlflow.tracking")
+    mlflow_tracking = import_quietly("mlflow.tracking")
     uri = tracking_uri(section)
     return mlflow_tracking.MlflowClient(tracking_uri=uri, registry_uri=uri)
 
@@ -418,7 +423,7 @@ class _Fixed:
 
 def exposition(families: list) -> bytes:
     """The Prometheus text format of `families` (HELP and TYPE lines included)."""
-    prometheus_client = _import_quietly("prometheus_client")
+    prometheus_client = import_quietly("prometheus_client")
 
     registry = prometheus_client.CollectorRegistry(auto_describe=False)
     registry.register(_Fixed(families))
@@ -435,7 +440,7 @@ def write_textfile(section: PrometheusExportConfig, history: History) -> None:
 
 def serve(data_dir: Path, port: int, addr: str = "127.0.0.1"):
     """Serve /metrics from the store on `addr:port` (a thread); returns (server, thread)."""
-    prometheus_client = _import_quietly("prometheus_client")
+    prometheus_client = import_quietly("prometheus_client")
 
     registry = prometheus_client.CollectorRegistry(auto_describe=False)
     registry.register(StoreCollector(data_dir))
@@ -512,7 +517,7 @@ def profile_path(data_dir: Path, day: date, kind: str, pipeline: str | None = No
 
 
 def _write_profile(path: Path, frame: pd.DataFrame, day: date) -> None:
-    why = _import_quietly("whylogs")
+    why = import_quietly("whylogs")
 
     profile = why.log(frame).profile()
     profile.set_dataset_timestamp(midnight(day))
@@ -536,7 +541,85 @@ def write_profiles(config: Config, history: History, corpus: Corpus, day: date) 
 
 def read_profile(path: Path):
     """A profile written by `write_profiles`, as a whylogs DatasetProfileView."""
-    _import_quietly("whylogs")
+    import_quietly("whylogs")
     from whylogs.core import DatasetProfileView
 
     return DatasetProfileView.deserialize(Path(path).read_bytes())
+
+
+# -- Evidently ---------------------------------------------------------------------------------------
+
+EVIDENTLY_STORE, EVIDENTLY_DATE = "driftwatch.store", "driftwatch.run_date"  # a snapshot's metadata keys
+EVIDENTLY_PANELS = {"recall": ".recall_at_", "Evidently drift score": "drift.evidently_model_auc"}  # title: series
+
+
+def evidently_tags(history: History, day: date) -> list[str]:
+    """A run's snapshot tags: driftwatch, its date and status, each drifted statistic (`drifted:<statistic>`) and
+    each alert of the day (`<severity>:<rule>:<pipeline>:<metric>`)."""
+    tags = ["driftwatch", f"run_date:{day.isoformat()}", f"status:{history.run(day)['status']}"]
+    tags += [f"drifted:{r.statistic}" for r in history.on(history.drift, day).itertuples() if r.verdict == DRIFTED]
+    tags += [f"{r.severity}:{r.rule}:{r.pipeline}:{r.metric}" for r in history.on(history.alerts, day).itertuples()]
+    return tags
+
+
+def evidently_snapshot(history: History, day: date):
+    """An Evidently snapshot of one run date: each of `mlflow_points` (retrieval metrics, drift statistics, alert
+    counts, run numbers) as the result of a MeanValue over a one-row dataset (that is, the value itself), with
+    `evidently_tags` and the store and date as metadata, and one table of counters as its page. Built from the
+    results, not by Report.run: its MeanValue draws a histogram of each single value (90% of 5 s a run)."""
+    import_quietly("evidently")
+    from evidently.core.report import Snapshot
+    from evidently.core.serialization import ReportModel, SnapshotModel
+    from evidently.legacy.renderers.html_widgets import CounterData, counter
+    from evidently.metrics import MeanValue
+
+    points = mlflow_points(history, day)
+    run = history.run(day)
+    results = {}
+    for name, value in points.items():
+        calculation = MeanValue(column=name).to_calculation()
+        results[calculation.id] = calculation.result(value)
+    page = counter(title=f"driftwatch run of {day.isoformat()}",
+                   counters=[CounterData(name, f"{value:.4g}") for name, value in points.items()])
+    metadata = {EVIDENTLY_STORE: store_key(history.data_dir), EVIDENTLY_DATE: day.isoformat(),
+                "data_dir": str(history.data_dir), "config_hash": str(run["config_hash"]), "model": str(run["model"])}
+    return Snapshot.load_model(SnapshotModel(
+        report=ReportModel(items=[]), name=f"driftwatch {day.isoformat()}", timestamp=datetime(day.year, day.month, day.day),
+        metadata=metadata, tags=evidently_tags(history, day), metric_results=results,
+        top_level_metrics=list(results), widgets=[page], tests_widgets=[]))
+
+
+def evidently_project(section: EvidentlyExportConfig, history: History):
+    """The workspace (created when missing) and its project named `section.project`, created when missing with a
+    dashboard plotting EVIDENTLY_PANELS' series (those of the history's latest run)."""
+    import_quietly("evidently")
+    from evidently.ui.workspace import Workspace
+
+    section.workspace.mkdir(parents=True, exist_ok=True)
+    workspace = Workspace(str(section.workspace))
+    found = [p for p in workspace.search_project(section.project) if p.name == section.project]
+    if found:
+        return workspace, found[0]
+    from evidently.sdk.models import PanelMetric
+    from evidently.sdk.panels import line_plot_panel
+
+    project = workspace.create_project(section.project, description="driftwatch: one snapshot per daily run")
+    latest = mlflow_points(history, history.latest()) if history.latest() else {}
+    for title, part in EVIDENTLY_PANELS.items():
+        series = [PanelMetric(legend=c, metric="MeanValue", metric_labels={"column": c}) for c in latest if part in c]
+        if series:
+            project.dashboard.add_panel(line_plot_panel(title=f"driftwatch: {title}", values=series))
+    return workspace, project
+
+
+def export_evidently(section: EvidentlyExportConfig, history: History, days: Sequence[date]) -> None:
+    """One snapshot per run date in the workspace's project; a date exported again has its snapshot (of this
+    data directory) replaced."""
+    workspace, project = evidently_project(section, history)
+    key, todo = store_key(history.data_dir), {d.isoformat() for d in days}
+    for snapshot_id in workspace.list_runs(project.id):
+        metadata = workspace.get_run(project.id, snapshot_id).metadata
+        if metadata.get(EVIDENTLY_STORE) == key and metadata.get(EVIDENTLY_DATE) in todo:
+            workspace.delete_run(project.id, snapshot_id)
+    for day in days:
+        workspace.add_run(project.id, evidently_snapshot(history, day))

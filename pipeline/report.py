@@ -7,6 +7,7 @@ from pipeline.errors import DriftwatchError
 
 import html
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -146,7 +147,9 @@ def weekly_review_html(data_dir: Path, week: str) -> str:
     review = weekly_review(store.read_runs(data_dir), store.read_metrics(data_dir),
                            store.read_per_question(data_dir), store.read(data_dir, contract.ALERTS), week,
                            gold_texts=texts)
-    return render_html(review)
+    from pipeline.evidently_report import default_path as evidently_path
+
+    return render_html(review, {d: evidently_path(data_dir, d).is_file() for d in review.run_dates})
 
 
 def week_csv(metrics: pd.DataFrame, week: str) -> str:
@@ -334,8 +337,21 @@ def _every_metric_section(review: WeeklyReview) -> str:
             + "</details>")
 
 
-def render_html(review: WeeklyReview) -> str:
-    """The review as a self-contained HTML page: inline CSS and SVG, no script, every stored text escaped."""
+def _evidently_section(review: WeeklyReview, built: Mapping[date, bool]) -> str:
+    """Each run's Evidently report of its drift window: a link (relative: beside this review in the reports
+    folder) to those `built`, else the command that builds it."""
+    from pipeline.evidently_report import file_name
+
+    items = [f'<li><a href="{_e(file_name(d))}">{d:%Y-%m-%d}</a></li>' if built.get(d) else
+             f"<li>{d:%Y-%m-%d}: not built; <code>driftwatch evidently-report --date {d:%Y-%m-%d}</code></li>"
+             for d in review.run_dates]
+    return "<ul>" + "".join(items) + "</ul>"
+
+
+def render_html(review: WeeklyReview, evidently_built: Mapping[date, bool] | None = None) -> str:
+    """The review as a self-contained HTML page: inline CSS and SVG, no script, every stored text escaped.
+    `evidently_built`: which run dates have an Evidently report beside the review (linked; the others get the
+    command that builds one)."""
     runs = len(review.run_dates)
     span = f"{review.start:%Y-%m-%d} to {review.end:%Y-%m-%d}"
     label = views.metric_label(CHART_METRIC, review.k)
@@ -350,6 +366,7 @@ def render_html(review: WeeklyReview) -> str:
         f"<h2>Most regressed questions ({_e(label)})</h2>", _regressions_section(review),
         "<h2>Corpus changes</h2>", _corpus_section(review),
         "<h2>All series</h2>", _every_metric_section(review),
+        "<h2>Evidently reports of the drift windows</h2>", _evidently_section(review, evidently_built or {}),
     ]
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"

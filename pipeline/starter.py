@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import __version__
-from pipeline.config import DEFAULT_CONFIG_FILE, Config, MlflowExportConfig, WhylogsExportConfig, _toml_value
+from pipeline.config import (DEFAULT_CONFIG_FILE, Config, EvidentlyExportConfig, MlflowExportConfig, WhylogsExportConfig,
+                             _toml_value)
 from pipeline.errors import DriftwatchError
 
 STARTER_DATA_DIR = "data"
@@ -127,6 +128,7 @@ NOTES: dict[str, dict[str, str]] = {
         "mlflow": "MLflow runs (pip install 'driftwatch[mlflow]'); tracking_uri: a folder or a server URL",
         "prometheus": "a Prometheus textfile for node_exporter (pip install 'driftwatch[prometheus]')",
         "whylogs": "whylogs profiles in profiles/ of the data directory (pip install 'driftwatch[whylogs]')",
+        "evidently": "a snapshot per run in an Evidently workspace folder (pip install 'driftwatch[evidently]')",
     },
     "generation": {
         "mode": "the answer layer: \"off\", \"logged\" (your RAG system's answers) or \"generate\" (an endpoint answers)",
@@ -166,6 +168,7 @@ EXAMPLES = {
     ("export", "mlflow"): dataclasses.asdict(MlflowExportConfig()),
     ("export", "prometheus"): {"path": "/var/lib/node_exporter/textfile/driftwatch.prom"},
     ("export", "whylogs"): dataclasses.asdict(WhylogsExportConfig()),
+    ("export", "evidently"): {k: str(v) for k, v in dataclasses.asdict(EvidentlyExportConfig()).items()},
     ("generation", "logged"): "answers.jsonl",
     ("generation", "labels"): "labels.csv",
     ("generation", "base_url"): "http://localhost:8000/v1",

@@ -273,6 +273,50 @@ class WindowVerdicts:
                    [], [], windows.left_out)
 
 
+@dataclass(frozen=True)
+class WindowSides:
+    """A run's drift windows and each side's sample (`_sample`), with the versions that entered in each window."""
+
+    windows: Windows
+    reference_versions: list[tuple[str, str, str]]
+    reference: drift.Sample
+    current: drift.Sample
+
+
+def window_sides(config: Config, corpus: Corpus, run_date: date, vectors_of: Callable[[list[Chunk]], np.ndarray],
+                 near_copies: Callable[[date], Callable[[np.ndarray, list[Chunk]], np.ndarray]],
+                 chunked: dict[tuple[str, str], list[Chunk]] | None = None,
+                 versions: tuple[Sequence[tuple[str, str, str]], Sequence[str]] | None = None) -> WindowSides:
+    """The windows of a run on `run_date` and the seeded samples of each side (`_sample`): `vectors_of` gives the
+    sampled chunks' vectors, `near_copies(seen_by)` the near-copy flags among the documents first seen by then;
+    `versions` as in `window_verdicts`."""
+    chunked = {} if chunked is None else chunked
+    windows = _window_versions(config, corpus, run_date,
+                               lambda versions: sum(_chunk_counts(config, corpus, versions, chunked)))
+    current = _sample(config, corpus, windows.versions, vectors_of, near_copies(run_date),
+                      drift.current_seed(config.drift), chunked)
+    reference_versions = (_entered_from(corpus, windows.reference, run_date, *versions) if versions else None)
+    if reference_versions is None:
+        reference_versions = corpus.entered_versions(windows.reference.start, windows.reference.end)
+    reference_versions = without(reference_versions, windows.left_out)
+    reference = _sample(config, corpus, reference_versions, vectors_of,  # the run's vectors, else the cache
+                        near_copies(windows.reference.end), config.drift.seed, chunked)
+    return WindowSides(windows, reference_versions, reference, current)
+
+
+def evidently_held(side: drift.Sample, config: Config) -> np.ndarray:
+    """The positions, among a side's held rows, of the rows Evidently's classifier is given (`evidently_rows`)."""
+    return side.held(evidently_rows(side.document_counts(), config))
+
+
+def evidently_verdicts(reference: drift.Sample, current: drift.Sample, config: Config) -> list[drift.Verdict]:
+    """Evidently's domain classifier (context rows of drift.csv) on each side's `evidently_held` rows."""
+    picked = reference.vectors[evidently_held(reference, config)], current.vectors[evidently_held(current, config)]
+    return [drift.Verdict(name, value, math.nan, math.nan, math.nan, math.nan, math.nan, verdict=contract.CONTEXT)
+            for name, value in drift.evidently_embedding_drift(
+                *picked, config.drift.seed, max(len(m) for m in picked)).rows()]
+
+
 def window_verdicts(config: Config, corpus: Corpus, embedder: Embedder, run_date: date,
                     first_seen: Mapping[str, str], chunks: Sequence[Chunk], vectors: np.ndarray,
                     chunked: dict[tuple[str, str], list[Chunk]] | None = None,
@@ -281,10 +325,6 @@ def window_verdicts(config: Config, corpus: Corpus, embedder: Embedder, run_date
     date of each document of the run's corpus, whose `chunks` and their `vectors` are the near copies' pool;
     `versions`: its (doc id, content hash, first seen) and version dates, from which the reference window's
     documents are found when nothing since the window's end changed them (see `_entered_from`)."""
-    chunked = {} if chunked is None else chunked
-    windows = _window_versions(config, corpus, run_date,
-                               lambda versions: sum(_chunk_counts(config, corpus, versions, chunked)))
-    reference_window, current_window, current_versions = windows.reference, windows.current, windows.versions
     position = {c.id: i for i, c in enumerate(chunks)}
 
     def vectors_of(sample_chunks: list[Chunk]) -> np.ndarray:
@@ -296,31 +336,18 @@ def window_verdicts(config: Config, corpus: Corpus, embedder: Embedder, run_date
         return embed_cached(corpus, embedder, [c.text for c in sample_chunks]).vectors
 
     owners = _chunk_owners(first_seen, chunks)
-    current = _sample(config, corpus, current_versions, vectors_of,
-                      _near_copies(config, first_seen, chunks, vectors, run_date, owners),
-                      drift.current_seed(config.drift), chunked)
-    reference_versions = (_entered_from(corpus, reference_window, run_date, *versions) if versions else None)
-    if reference_versions is None:
-        reference_versions = corpus.entered_versions(reference_window.start, reference_window.end)
-    reference_versions = without(reference_versions, windows.left_out)
-    reference = _sample(config, corpus, reference_versions, vectors_of,  # the run's vectors, else the cache
-                        _near_copies(config, first_seen, chunks, vectors, reference_window.end, owners),
-                        config.drift.seed, chunked)
+    sides = window_sides(config, corpus, run_date, vectors_of,
+                         lambda seen_by: _near_copies(config, first_seen, chunks, vectors, seen_by, owners),
+                         chunked, versions)
+    windows, reference, current = sides.windows, sides.reference, sides.current
     n_ref, n_cur = len(reference), len(current)
     why = drift.not_enough(n_ref, n_cur, config.drift)
     names = [s.name for s in drift.FAMILY]
     verdicts = _short(names, why) if why else drift.window_drift(reference, current, config.drift)
-    evidently: list[drift.Verdict] = []
-    if config.drift.evidently and not why:
-        rows = lambda side: side.vectors[side.held(evidently_rows(side.document_counts(), config))]  # noqa: E731
-        picked = rows(reference), rows(current)
-        evidently = [drift.Verdict(name, value, math.nan, math.nan, math.nan, math.nan, math.nan,
-                                   verdict=contract.CONTEXT)
-                     for name, value in drift.evidently_embedding_drift(
-                         *picked, config.drift.seed, max(len(m) for m in picked)).rows()]
+    evidently = evidently_verdicts(reference, current, config) if config.drift.evidently and not why else []
     keys = lambda versions: [(doc_id, h) for doc_id, h, _ in versions]  # noqa: E731
-    return WindowVerdicts(reference_window, current_window, n_ref, n_cur, verdicts, evidently,
-                          keys(reference_versions), keys(current_versions), windows.left_out)
+    return WindowVerdicts(windows.reference, windows.current, n_ref, n_cur, verdicts, evidently,
+                          keys(sides.reference_versions), keys(windows.versions), windows.left_out)
 
 
 def drift_table(config: Config, corpus: Corpus, embedder: Embedder, run_date: date, found: WindowVerdicts,
