@@ -612,10 +612,12 @@ def answer_alerts(day: str, today: pd.Timestamp, per_answer: pd.DataFrame | None
                   trusted: dict[str, bool] | None = None) -> list[Alert]:
     """The drop and slow-drift rules over the answer metrics of per_answer.csv (the same tests and thresholds
     as the retrieval series, at the criticality's threshold), Holm over the answer series. A judged
-    metric that `trusted` does not mark True (its judge's kappa against the labels) is not tested."""
+    metric that `trusted` does not mark True (its judge's kappa against the labels) is not tested, nor
+    K-precision when `trusted` marks it False (the heuristics' kappa is below the gate)."""
     if per_answer is None or per_answer.empty:
         return []
-    watched = [m for m in ANSWER_WATCHED if m == "k_precision" or (trusted or {}).get(m, False)]
+    # K-precision is watched unless its heuristics failed their agreement gate (answers.heuristic_trust).
+    watched = [m for m in ANSWER_WATCHED if (trusted or {}).get(m, m == "k_precision")]
     pipelines = list(dict.fromkeys(per_answer.loc[_days(per_answer) == today, contract.PIPELINE]))
     keys = [AnswerKey(p, REGISTRY[m], ANSWER_K) for p in pipelines for m in watched]
     return _retrieval_alerts(day, _tests(answer_series(per_answer), keys, today, config), config)
