@@ -361,7 +361,7 @@ def alert_banner() -> None:
                 st.info("\n".join([views.escape_markdown(f"{len(counts.acknowledged)} acknowledged "
                                                          f"(no longer paging) on the latest run ({day}):")]
                                    + [f"- {condition_markdown(c)} · {views.escape_markdown(a.statement)}"
-                                      for c, a in counts.acknowledged]), icon=":material/person_check:")
+                                      for c, a in counts.acknowledged]), icon=":material/how_to_reg:")
         budget = MAX_BANNER_DETAILS
         with st.expander(f"Details: the {counts.open_rows} alert rows of the {len(counts.conditions)} open conditions",
                          key="alert_banner_details"):
