@@ -316,12 +316,11 @@ def freshness_header(directory: Path) -> None:
             st.caption(views.escape_markdown(fresh.line[0].upper() + fresh.line[1:]))
 
 
-# On a phone the banner folds to its one-line headline, its conditions behind the details expander.
+# On a phone the banner folds to its one line (the counts), the conditions behind the details expander; at desktop
+# size the boxes list the conditions and the one line is not shown.
 _PHONE_CSS = """<style>
 @media (max-width: 640px) {
-  .st-key-alert_banner_alert ul, .st-key-alert_banner_warning ul, .st-key-alert_banner_acknowledged ul,
-  .st-key-alert_banner_alert p + p, .st-key-alert_banner_warning p + p { display: none; }
-  .st-key-alert_banner_warning, .st-key-alert_banner_acknowledged { display: none; }
+  .st-key-alert_banner_alert, .st-key-alert_banner_warning, .st-key-alert_banner_acknowledged { display: none; }
 }
 @media (min-width: 641px) { .st-key-alert_banner_line { display: none; } }
 </style>"""
@@ -346,8 +345,8 @@ def alert_banner() -> None:
         st.html(_PHONE_CSS)
         worst = ALERT if counts.unacknowledged(ALERT) else WARNING if counts.unacknowledged(WARNING) else ""
         with st.container(key="alert_banner_line"):
-            st.markdown(f"{SEVERITY_ICONS.get(worst, ':material/check_circle:')} "
-                        f"**{views.escape_markdown(counts.open_phrase)}**: open the details below")
+            st.markdown(f":{DELTA_COLOURS.get(worst, 'gray')}-background[{SEVERITY_ICONS.get(worst, ':material/how_to_reg:')} "
+                        f"**{views.escape_markdown(counts.open_phrase)}**]: the details below")
         for severity, box in ((ALERT, st.error), (WARNING, st.warning)):
             part = counts.unacknowledged(severity)
             if not part:
