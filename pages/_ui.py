@@ -310,10 +310,10 @@ def freshness_header(directory: Path) -> None:
     fresh = freshness.of_directory(directory, runs(directory))
     with st.container(key="freshness"):
         if fresh.stale:
-            st.warning(views.escape_markdown(fresh.line[0].upper() + fresh.line[1:] + ": the daily job may have "
-                                             "stopped; what the pages show is as of then."), icon=":material/schedule:")
+            st.warning(views.escape_markdown(f"{fresh.sentence}: the daily job may have stopped; what the pages "
+                                             "show is as of then."), icon=":material/schedule:")
         else:
-            st.caption(views.escape_markdown(fresh.line[0].upper() + fresh.line[1:]))
+            st.caption(views.escape_markdown(fresh.sentence))
 
 
 # On a phone the banner folds to its one line (the counts), the conditions behind the details expander; at desktop

@@ -55,6 +55,11 @@ class Freshness:
             return f"no run since {self.last:%Y-%m-%d} (expected {self.expected}, {_ago(self.age_days)})"
         return f"last run {self.last:%Y-%m-%d} ({_ago(self.age_days)})"
 
+    @property
+    def sentence(self) -> str:
+        """`line` as a sentence of its own (capitalised), as a page's header shows it."""
+        return self.line[:1].upper() + self.line[1:]
+
 
 def _ago(days: int) -> str:
     if days == 0:
