@@ -40,6 +40,7 @@ ui.sidebar(directory)
 if ui.runs(directory).empty:
     ui.empty_state(directory)
 else:
+    ui.freshness_header(directory)
     ui.alert_banner()
     with ui.framed():
         page.run()

@@ -13,7 +13,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from pipeline import answers, contract, report, store, views
+from pipeline import answers, contract, freshness, notify, report, store, views
+from pipeline.views import alerts as alerts_views
 from pipeline.views import drift as drift_views
 from pipeline.views import questions as questions_views
 from pipeline.contract import ALERT, WARNING
@@ -153,15 +154,17 @@ def per_question_view(view, *args) -> object:
 
 
 @st.cache_data(max_entries=8, show_spinner="Preparing the review…")
-def _weekly_review(directory: str, stamps: tuple, week: str, texts: tuple) -> report.WeeklyReview:
+def _weekly_review(directory: str, stamps: tuple, week: str, texts: tuple, _silences: list,
+                   silences_stamp: tuple) -> report.WeeklyReview:
     frames = [_cached(directory, name, stamp) for name, stamp in zip(REVIEW_FILES, stamps)]
-    return report.weekly_review(*frames, week, gold_texts=dict(texts))
+    return report.weekly_review(*frames, week, gold_texts=dict(texts), silences=_silences)
 
 
 def weekly_review(week: str) -> report.WeeklyReview:
     directory = data_dir()
     texts = tuple(sorted((q, g.question) for q, g in gold().items()))
-    return _weekly_review(str(directory), tuple(_stamp(directory / name) for name in REVIEW_FILES), week, texts)
+    return _weekly_review(str(directory), tuple(_stamp(directory / name) for name in REVIEW_FILES), week, texts,
+                          silences(), _stamp(directory / notify.MUTES_FILE))
 
 
 def runs(directory: Path | None = None) -> pd.DataFrame:
@@ -281,35 +284,98 @@ def sidebar(directory: Path) -> None:
         st.sidebar.caption(f"Last run: {latest[contract.RUN_DATE]:%Y-%m-%d} ({latest['status']})")
 
 
+@st.cache_data(max_entries=4, show_spinner=False)
+def _silences(directory: str, stamp: tuple) -> list:
+    return notify.read_silences(Path(directory))
+
+
+def silences() -> list:
+    """The data directory's acknowledgements and mutes (mutes.json; [] without one). A broken file is shown as
+    an error and read as none: the pages work without it."""
+    directory = data_dir()
+    try:
+        return _silences(str(directory), _stamp(directory / notify.MUTES_FILE))
+    except notify.SilenceError as exc:
+        error(exc)
+        return []
+
+
+def alert_counts() -> alerts_views.AlertCounts:
+    """The whole alert log in the one vocabulary of counts (open conditions, incidents, alert rows)."""
+    return alerts_views.count_alerts(alerts(), runs(), silences())
+
+
+def freshness_header(directory: Path) -> None:
+    """Every page's first line: when the last run was; a warning when none came within 1.5 x the usual cadence."""
+    fresh = freshness.of_directory(directory, runs(directory))
+    with st.container(key="freshness"):
+        if fresh.stale:
+            st.warning(views.escape_markdown(f"{fresh.sentence}: the daily job may have stopped; what the pages "
+                                             "show is as of then."), icon=":material/schedule:")
+        else:
+            st.caption(views.escape_markdown(fresh.sentence))
+
+
+# On a phone the banner folds to its one line (the counts), the conditions behind the details expander; at desktop
+# size the boxes list the conditions and the one line is not shown.
+_PHONE_CSS = """<style>
+@media (max-width: 640px) {
+  .st-key-alert_banner_alert, .st-key-alert_banner_warning, .st-key-alert_banner_acknowledged { display: none; }
+}
+@media (min-width: 641px) { .st-key-alert_banner_line { display: none; } }
+</style>"""
+
+
+def condition_markdown(condition: views.OpenCondition) -> str:
+    """A condition's line with its next step and the link to its runbook entry (Markdown)."""
+    entry = condition.runbook
+    return (f"{views.escape_markdown(condition.line)} · next: {views.escape_markdown(entry.next_step)} "
+            f"([runbook ↗]({entry.url}))")
+
+
 def alert_banner() -> None:
-    """The latest run's open conditions, one line each (alerts in a red box, warnings in an orange one), on every
-    page; the per-series messages behind an expander, under their condition."""
-    rows = views.open_alerts(alerts(), runs())
-    if rows.empty:
+    """The latest run's open conditions, one line each with the next step and its runbook link (alerts in a red box,
+    warnings in an orange one, acknowledged ones in a neutral one), on every page; the per-series alert rows behind
+    an expander, under their condition. On a phone it folds to one line (the counts) above the expander."""
+    counts = alert_counts()
+    if not counts.conditions:
         return
-    day = f"{rows[contract.RUN_DATE].iloc[0]:%Y-%m-%d}"
-    conditions = views.open_conditions(rows)
+    day = f"{counts.day:%Y-%m-%d}"
     with st.container(key="alert_banner"):
+        st.html(_PHONE_CSS)
+        worst = ALERT if counts.unacknowledged(ALERT) else WARNING if counts.unacknowledged(WARNING) else ""
+        with st.container(key="alert_banner_line"):
+            st.markdown(f":{DELTA_COLOURS.get(worst, 'gray')}-background[{SEVERITY_ICONS.get(worst, ':material/how_to_reg:')} "
+                        f"**{views.escape_markdown(counts.open_phrase)}**]: the details below")
         for severity, box in ((ALERT, st.error), (WARNING, st.warning)):
-            part = [c for c in conditions if c.severity == severity]
+            part = counts.unacknowledged(severity)
             if not part:
                 continue
             noun = "condition" if len(part) == 1 else "conditions"
             lines = [views.escape_markdown(f"{len(part)} open {severity} {noun} on the latest run ({day}):")]
             with st.container(key=f"alert_banner_{severity}"):
-                box("\n".join(lines + [f"- {views.escape_markdown(c.line)}" for c in part]),
-                    icon=SEVERITY_ICONS[severity])
+                box("\n".join(lines + [f"- {condition_markdown(c)}" for c in part]), icon=SEVERITY_ICONS[severity])
+        if counts.acknowledged:
+            with st.container(key="alert_banner_acknowledged"):
+                st.info("\n".join([views.escape_markdown(f"{len(counts.acknowledged)} acknowledged "
+                                                         f"(no longer paging) on the latest run ({day}):")]
+                                   + [f"- {condition_markdown(c)} · {views.escape_markdown(a.statement)}"
+                                      for c, a in counts.acknowledged]), icon=":material/how_to_reg:")
         budget = MAX_BANNER_DETAILS
-        with st.expander(f"Details: the {len(rows)} alert messages, by condition", key="alert_banner_details"):
-            for i, condition in enumerate(conditions):
+        with st.expander(f"Details: the {counts.open_rows} alert rows of the {len(counts.conditions)} open conditions",
+                         key="alert_banner_details"):
+            for i, condition in enumerate(counts.conditions):
                 messages = condition.messages[:budget]
                 budget -= len(messages)
                 if not messages:
                     break
                 with st.container(key=f"alert_banner_details_{i}"):
                     st.caption(views.escape_markdown(f"{condition.rule} on {condition.where}"))
+                    st.markdown(f"Next: {views.escape_markdown(condition.runbook.next_step)} "
+                                f"([runbook ↗]({condition.runbook.url}))")
                     st.markdown("\n".join(f"- {views.escape_markdown(message)}" for _, message in messages))
-            st.page_link("pages/alerts.py", label="Open the alert log", icon=":material/list:")
+            st.page_link("pages/alerts.py", label="Open the alert log (acknowledge a condition there)",
+                         icon=":material/list:")
 
 
 def empty_state(directory: Path) -> None:

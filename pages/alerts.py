@@ -25,17 +25,18 @@ pipelines = c3.multiselect("Pipeline", [p or CORPUS_WIDE for p in views.values_o
 start, end = ui.date_range("Date range", views.run_dates(runs), key="alerts_dates")
 log = alerts_views.filter_alerts(alerts, severities=severities, rules=rules, start=start, end=end,
                                  pipelines=["" if p == CORPUS_WIDE else p for p in pipelines])
-try:
-    silences = notify.read_silences(directory)
-except notify.SilenceError as exc:
-    ui.error(exc)
-    silences = []
+silences = ui.silences()
+counts = alerts_views.count_alerts(log, runs, silences)
+with st.container(key="alerts_counts"):
+    st.caption(views.escape_markdown(counts.sentence("the selection")), help=alerts_views.UNITS)
+    for condition, acknowledged in zip(counts.conditions, counts.acknowledgements):
+        st.markdown(f"- {ui.condition_markdown(condition)}"
+                    + (f" · {views.escape_markdown(acknowledged.statement)}" if acknowledged else ""))
 
 found = alerts_views.incidents(log, runs)
-ongoing = int(found["ongoing"].sum()) if len(found) else 0
-st.subheader(f"Incidents ({len(found)}, {ongoing} ongoing)")
-st.caption("One row per condition: the alert rows of one rule on one series from the run it started (the rules' "
-           "`since`) to its last. Open its chart from the chart column.")
+st.subheader(f"Incidents ({len(found)})")
+st.caption("One row per incident: one condition from the run it started (the rules' `since`) to its last; a "
+           "pipeline's drop or slow drift is one condition over all its series. Open its chart from the chart column.")
 if found.empty:
     st.success("No alert in the selection.", icon=":material/check_circle:")
 else:
@@ -46,41 +47,45 @@ else:
         "daily values": st.column_config.LineChartColumn("daily values", width=120),
         "value": st.column_config.NumberColumn("last value", format="%.3f", width=80),
         "chart": st.column_config.LinkColumn("chart", display_text="open ↗", width=60),
-        "silenced": st.column_config.TextColumn("silenced", width=110),
+        "silenced": st.column_config.TextColumn("acknowledged / muted", width=220),
         "message": st.column_config.TextColumn("last message", width=220)})
 
     with st.expander("Acknowledge or mute an incident", key="alerts_silence"):
-        labels = {i: f"{r.rule} on {r.pipeline or 'the corpus'} {r.metric}, since {r.start:%Y-%m-%d}"
-                  for i, r in found.iterrows()}
+        labels = {i: f"{r.rule} on {r.pipeline or 'the corpus'} {r.metrics}, since {r.start:%Y-%m-%d}"
+                  + (" (ongoing)" if r.ongoing else "") for i, r in found.iterrows()}
         chosen = st.selectbox("Incident", list(labels), format_func=labels.get, key="alerts_silence_incident")
         kind = st.radio("What", [notify.ACKNOWLEDGE, notify.MUTE], horizontal=True, key="alerts_silence_kind",
-                        format_func={notify.ACKNOWLEDGE: "acknowledge this incident (it pages again if it comes "
-                                     "back later)", notify.MUTE: "mute the series until a date"}.get)
+                        format_func={notify.ACKNOWLEDGE: "acknowledge this condition until it ends (every page shows "
+                                     "it acknowledged; a new condition still pages)",
+                                     notify.MUTE: "mute the series until a date"}.get)
         until = st.date_input("Muted until (inclusive)", value=None, key="alerts_silence_until",
                               disabled=kind != notify.MUTE, help="empty: until lifted")
-        note = st.text_input("Note (who, why)", key="alerts_silence_note")
+        by = st.text_input("Your name", key="alerts_silence_by")
+        note = st.text_input("Note (why, what you are doing)", key="alerts_silence_note")
         if st.button("Save", key="alerts_silence_save", icon=":material/notifications_off:"):
             row = found.loc[chosen]
             try:
+                if kind == notify.ACKNOWLEDGE and not by.strip():
+                    raise notify.SilenceError("An acknowledgement needs your name: everyone sees who is on it.")
                 notify.add_silence(directory, notify.Silence(
                     kind, row["rule"], row["pipeline"], row["metric"], note,
                     since=f"{row['start']:%Y-%m-%d}" if kind == notify.ACKNOWLEDGE else "",
-                    until=str(until) if kind == notify.MUTE and until else ""))
+                    until=str(until) if kind == notify.MUTE and until else "", by=by.strip()))
             except notify.SilenceError as exc:
                 ui.error(exc)
             else:
                 st.rerun()
         for number, s in enumerate(silences):
             left, right = st.columns([5, 1])
-            left.caption(views.escape_markdown(f"{s.kind}: {s.rule} on {s.pipeline or 'the corpus'} {s.metric}"
-                                               f"{' since ' + s.since if s.since else ''}"
-                                               f"{' until ' + s.until if s.until else ''}: {s.note} ({s.created})"))
+            left.caption(views.escape_markdown(f"{s.rule} on {s.pipeline or 'the corpus'} {s.metric}"
+                                               f"{' since ' + s.since if s.since else ''}: {s.statement}"))
             if right.button("Lift", key=f"alerts_lift_{number}"):
                 notify.lift_silence(directory, s.kind, s.key)
                 st.rerun()
 
 st.plotly_chart(charts.alerts_timeline_figure(alerts_views.alert_counts(log)), key="alerts_chart")
 new = int(is_new(log).sum()) if len(log) else 0
-with st.expander(f"The {len(log)} alert rows ({new} new, {len(log) - new} continuing an alert of the previous run)",
+with st.expander(f"The {len(log)} alert rows ({new} new, {len(log) - new} continuing an alert of the previous run): one "
+                 "series on one run each",
                  key="alerts_rows"):
     ui.alerts_table(log, "alerts_table")

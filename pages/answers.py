@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _ui as ui
-from pipeline import charts, contract, views
+from pipeline import answers, charts, contract, views
 from pipeline.views import answers as answers_views
 
 VERDICT_BOXES = {"supported": (st.success, ":material/check_circle:"),
@@ -29,7 +29,8 @@ ks = sorted(int(k) for k in metrics[contract.K].unique()) or [g.k]
 
 c1, c2, c3 = st.columns(3)
 shown = c1.selectbox("Answers of", answered or ["–"], key="answers_pipeline",
-                     help="the pipeline whose top k was the context; `logged`: your system's logged answers")
+                     help=f"the pipeline whose top k was the context; `{answers.LOGGED}`: your system's logged answers "
+                          "(generation.mode = \"logged\"), not a retriever of this monitor's")
 default = next((p for p in (g.pipeline, shown, "hybrid") if p in retrievers), retrievers[0] if retrievers else None)
 retriever = c2.selectbox("Retrieval metric of", retrievers or ["–"], key="answers_retriever",
                          index=retrievers.index(default) if default in retrievers else 0)
@@ -70,6 +71,12 @@ texts = {qid: q.question for qid, q in gold.items()}
 attributed = answers_views.attribution(per_answer, day, shown, texts)
 for column, (name, count) in zip(st.columns(4), answers_views.layer_counts(attributed).items()):
     column.metric(name, count, border=True)
+hint_ok, hint_why = answers.heuristic_trust(agreement)
+if not hint_ok:  # a signal the tool itself distrusts: shown here as a hint, never a banner condition
+    with st.container(key="answers_hint"):
+        st.info(views.escape_markdown(f"K-precision and the heuristics' verdicts are hints here: {hint_why}. "
+                                      "They are not alert conditions until their kappa reaches the gate."),
+                icon=":material/lightbulb:")
 st.caption("Retrieval miss: no gold document in the context. Generation miss: a gold document was there and the "
            "answer is unfaithful, wrong or refusing (by the judge when it ran, else by the heuristics). The "
            "unsupported column lists the numbers, dates and ids of the answer that the context does not contain.")
@@ -79,7 +86,7 @@ ui.table(attributed, "answers_attribution", column_config={
     "gold_in_context": st.column_config.NumberColumn("gold in context", format="%d"),
     "faithfulness": st.column_config.NumberColumn("faithfulness", format="%.3f"),
     "faithfulness_state": st.column_config.TextColumn("judge's state"),
-    "k_precision": st.column_config.NumberColumn("K-precision", format="%.3f")})
+    "k_precision": st.column_config.NumberColumn("K-precision" if hint_ok else "K-precision (hint)", format="%.3f")})
 
 st.subheader("One answer and its context")
 order = list(attributed[contract.QUESTION_ID])

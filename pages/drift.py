@@ -9,7 +9,7 @@ import streamlit as st
 from pages import _ui as ui
 from pipeline import charts, contract, evidently_report, views
 from pipeline.errors import DriftwatchError
-from pipeline.views import drift as drift_views
+from pipeline.views import alerts as alerts_views, drift as drift_views
 
 TONES = {drift_views.DRIFTED_CONFIRMED: st.error, drift_views.DRIFTED_NOT_CONFIRMED: st.warning,
          drift_views.STABLE_TONE: st.success, drift_views.NOT_ENOUGH_TONE: st.info}
@@ -25,7 +25,9 @@ spans = drift_views.windows(drift, chosen)
 verdicts = drift_views.drift_verdicts(drift, chosen)
 tone, sentence = drift_views.conclusion(verdicts, drift_views.confirmation(drift, chosen, config.drift), config.drift)
 with st.container(key="drift_conclusion"):
-    TONES[tone](views.escape_markdown(sentence), icon=":material/troubleshoot:")
+    TONES[tone](views.escape_markdown(f"This run's verdict ({chosen}): {sentence}"), icon=":material/troubleshoot:")
+with st.container(key="drift_condition"):  # the alert rule's streak, distinct from one run's verdict
+    st.caption(views.escape_markdown(alerts_views.drift_condition(ui.alert_counts())))
 if spans:
     reference, current = spans
     window = drift_views.drift_window(drift, chosen)

@@ -1,6 +1,7 @@
-"""Overview: per pipeline a verdict (ok / warning / alert) naming its open conditions (each one line in app.py's
-banner), else its reason against the reference period and last week; its series as coloured sparklines with event
-and alert marks, the last incident with its cause and links to the pages that explain it, and the last run."""
+"""Overview: the alert counts and the last incident with its cause, the open conditions' next steps and links to the
+pages that explain it (first, under app.py's banner); then per pipeline a verdict (ok / warning / alert) naming its
+open conditions, else its reason against the reference period and last week; its series as coloured sparklines with
+event and alert marks; and the last run."""
 
 from __future__ import annotations
 
@@ -19,6 +20,31 @@ ui.page_frame()
 st.title("Overview")
 config, metrics, alerts, runs = ui.config(), ui.metrics(), ui.alerts(), ui.runs()
 events = views.run_events(runs)
+counts = ui.alert_counts()
+with st.container(key="overview_counts"):
+    st.caption(views.escape_markdown(counts.sentence("the history")), help=alerts_views.UNITS)
+
+# The incident's explanation first, directly under the banner: what happened and what to do, before the cards.
+st.subheader("Last incident")
+stories = alerts_views.episodes(alerts_views.incidents(alerts, runs), runs)
+if not stories:
+    st.success("No alert has fired in this history.", icon=":material/check_circle:")
+else:
+    story = stories[-1]
+    with st.container(key="overview_incident"):
+        st.markdown(views.escape_markdown(overview_views.incident_sentence(story)))
+        for condition in counts.conditions:  # the open ones' next steps, as on the banner's lines
+            st.markdown(f"- {ui.condition_markdown(condition)}")
+        before = max([d for d in views.run_dates(runs) if d < story.start.date()] or [story.start.date()])
+        worst = overview_views.most_hurt(story)
+        links = st.columns(3)
+        links[0].page_link("pages/questions.py", label="Questions and documents",
+                           icon=":material/quiz:", query_params={"then": str(before), "pipeline": worst} if worst
+                           else {"then": str(before)})
+        links[1].page_link("pages/drift.py", label="What came in (Drift)",
+                           icon=":material/scatter_plot:", query_params={"run": f"{story.start:%Y-%m-%d}"})
+        links[2].page_link("pages/alerts.py", label=f"Its {len(story.incidents)} incidents",
+                           icon=":material/notifications:")
 
 ks = sorted(int(k) for k in metrics[contract.K].unique())
 k = st.selectbox("Cutoff k", ks, index=ks.index(views.default_k(ks)), key="overview_k",
@@ -41,30 +67,12 @@ for verdict in overview_views.verdicts(metrics, alerts, k, config.alerts):
         st.plotly_chart(charts.sparklines_figure(panels, events), key=f"overview_sparklines_{verdict.pipeline}",
                         config={"displayModeBar": False})
 
-st.subheader("Last incident")
-stories = alerts_views.episodes(alerts_views.incidents(alerts, runs), runs)
-if not stories:
-    st.success("No alert has fired in this history.", icon=":material/check_circle:")
-else:
-    story = stories[-1]
-    with st.container(key="overview_incident"):
-        st.markdown(views.escape_markdown(overview_views.incident_sentence(story)))
-        before = max([d for d in views.run_dates(runs) if d < story.start.date()] or [story.start.date()])
-        worst = overview_views.most_hurt(story)
-        links = st.columns(3)
-        links[0].page_link("pages/questions.py", label="Questions and documents",
-                           icon=":material/quiz:", query_params={"then": str(before), "pipeline": worst} if worst
-                           else {"then": str(before)})
-        links[1].page_link("pages/drift.py", label="What came in (Drift)",
-                           icon=":material/scatter_plot:", query_params={"run": f"{story.start:%Y-%m-%d}"})
-        links[2].page_link("pages/alerts.py", label=f"Its {len(story.incidents)} alert conditions",
-                           icon=":material/notifications:")
-
 st.subheader("Last run")
 last = views.last_run(runs)
 columns = st.columns(5)
 columns[0].metric("Run date", f"{last[contract.RUN_DATE]:%Y-%m-%d}", help=f"finished {last['finished_at']}")
-columns[1].metric("Status", str(last["status"]))
+columns[1].metric("Daily job", str(last["status"]), help="How the job itself ran (runs.csv status: ok, degraded, "
+                  "no_feeds, partial), not whether an alert fired: the banner above says that.")
 columns[2].metric("Feeds ok / failed", f"{last['feeds_ok']} / {last['feeds_failed']}")
 columns[3].metric("Documents", f"{last[contract.DOCS_TOTAL]:,}",
                   f"+{last['docs_new']} / ~{last['docs_updated']} / −{last['docs_deleted']}", delta_color="off",

@@ -8,7 +8,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from pipeline import charts, contract, report, views
-from pipeline.views import weekly as weekly_views
+from pipeline.views import alerts as alerts_views, weekly as weekly_views
 
 ui.page_frame()
 st.title("Weekly review")
@@ -38,6 +38,10 @@ for pipeline in views.values_of(review.summary, contract.PIPELINE):
                       help=f"weekly mean {row.mean:.4f}; {review.previous}: {row.previous:.4f}")
 
 st.subheader("Alerts fired this week")
+with st.container(key="weekly_counts"):
+    st.caption(views.escape_markdown(review.counts.sentence("the week")), help=alerts_views.UNITS)
+    for condition, acknowledged in review.counts.acknowledged:
+        st.markdown(f"- {ui.condition_markdown(condition)} · {views.escape_markdown(acknowledged.statement)}")
 if review.alerts.empty:
     st.success("No alert fired this week.", icon=":material/check_circle:")
 else:

@@ -39,6 +39,94 @@ INCIDENT_PER_PIPELINE = frozenset({DROP, SLOW_DRIFT})
 
 
 
+# --- the runbook: what to do when a rule fires (docs/runbook.md is generated from it: `python -m pipeline.docgen`) --
+
+RUNBOOK_PAGE = "runbook.md"  # in docs/
+# Where a condition's line links to: the runbook's heading of its rule (a heading's anchor is the rule's name).
+RUNBOOK_URL = "https://github.com/driftwatch/driftwatch/blob/main/docs/runbook.md"
+
+
+@dataclass(frozen=True)
+class RunbookEntry:
+    """One rule's entry: what it means, the next step in one line (shown on the condition's line in the
+    dashboard) and the steps in full (the runbook page)."""
+
+    rule: str
+    meaning: str
+    next_step: str
+    steps: tuple[str, ...]
+
+    @property
+    def url(self) -> str:
+        return f"{RUNBOOK_URL}#{self.rule}"
+
+
+RUNBOOK: dict[str, RunbookEntry] = {e.rule: e for e in (
+    RunbookEntry(DROP, "a pipeline's watched series fell against the runs just before, beyond the practical "
+                       "threshold and significantly after Holm's correction",
+                 "open the Questions page for the run before the drop and see which documents pushed gold "
+                 "documents out of the top k",
+                 ("Questions page: pick the run before the drop as `then`; the questions that lost their gold "
+                  "document name the documents that replaced them.",
+                  "Drift page for the drop's first run: did new sources, categories or near-duplicates come in?",
+                  "Near-duplicates of gold documents: deduplicate the source, or add the copies to the gold set's "
+                  "relevant ids.",
+                  "A change you made on purpose (a new model, new chunking): acknowledge the condition on the "
+                  "Alerts page with your name and why.")),
+    RunbookEntry(SLOW_DRIFT, "a pipeline's smoothed series moved away from its reference period (the first runs), "
+                             "a decline a trailing window absorbs",
+                 "compare the reference period with today on the Trends page, then find what entered the "
+                 "corpus since (Drift page)",
+                 ("Trends page: the dotted reference mean against today's smoothed value.",
+                  "Drift page, Corpus composition over time: which sources or categories grew since the reference.",
+                  "If the new corpus is the new normal, pin a new reference (`alerts.reference_start` in the "
+                  "config) and acknowledge the condition; otherwise fix the source.")),
+    RunbookEntry(FLOOR, "a metric@k passed the limit configured in `alerts.floors`",
+                 "look at the series on the Trends page and at the questions that fail on the Questions page",
+                 ("Trends page: when did the series cross its floor, and did a run note coincide?",
+                  "Questions page: the questions that fail today, and the documents they retrieve instead.",
+                  "If the floor is wrong for the corpus as it is now, change `alerts.floors` in the config.")),
+    RunbookEntry(DRIFT_RULE, "the corpus's new chunks differ from the reference window's (drift.csv verdicts: "
+                             "significant after Holm and above the effect line)",
+                 "open the Drift page on the run: which source or category came in, and the novel documents",
+                 ("Drift page on the run: the verdicts, What came in (by source and category) and the novel "
+                  "documents.",
+                  "An off-topic or spam source: remove it from `[[sources]]`; near copies: deduplicate.",
+                  "A lasting change you accept: pin the reference window to the new corpus with "
+                  "`driftwatch rebaseline --date D`, and acknowledge the condition.")),
+    RunbookEntry(DELETED, "a run removed more than `drift.max_deleted_share` of the corpus",
+                 "check the feeds and the retention setting (`corpus.max_age_days`) before the next run",
+                 ("runs.csv / Overview: docs_deleted of the run and its note.",
+                  "A feed that stopped carrying its archive, or a retention setting that is too short: restore "
+                  "the feed or raise `corpus.max_age_days`.")),
+    RunbookEntry(CONFIG_CHANGE, "the embedder or a measured setting differs from the previous run's: scores "
+                                "before and after are not comparable",
+                 "confirm the change was intended; if so, pin a new reference and acknowledge the condition",
+                 ("The message names the setting that changed; `git log` the config.",
+                  "Intended: pin the reference (`driftwatch rebaseline --date D` and `alerts.reference_start`) "
+                  "and acknowledge. Not intended: restore the config and re-run the date.")),
+    RunbookEntry(GOLD_MISSING, "relevant documents of the gold set are not in the corpus",
+                 "list the corpus's documents (`driftwatch check` names the missing ids) and fix the gold set's ids",
+                 ("`driftwatch check` lists the gold document ids no source carries.",
+                  "A document not yet published: wait for it; an id that changed: correct the gold set "
+                  "(a new version, not an edit in place).")),
+    RunbookEntry(FEEDS_FAILED, "sources could not be fetched or read on the run",
+                 "run `driftwatch check` to reach every source once and read why each failed",
+                 ("`driftwatch check` prints each source's error (DNS, HTTP status, parse error).",
+                  "A moved feed: update its `url`; a transient outage: the next run fetches it again.")),
+    RunbookEntry(TARGETS_FAILED, "a watched retriever could not be scored on the run: it has no metrics that day",
+                 "read the message's reason and reach the target with `driftwatch check`",
+                 ("`driftwatch check` asks every target the gold questions once and prints its error.",
+                  "Fix the endpoint, credentials (the environment variables its headers name) or the logged "
+                  "results file, then re-run the date.")),
+)}
+
+
+def runbook(rule: str) -> RunbookEntry:
+    """The runbook entry of a rule (KeyError for a rule the contract does not name)."""
+    return RUNBOOK[rule]
+
+
 def condition_of(rule: str, pipeline: str, metric: str) -> tuple[str, ...]:
     """`Alert.condition` of an alerts.csv row: (rule, pipeline) for a pipeline's drop or slow drift, else
     (rule, pipeline, metric)."""
@@ -526,10 +614,12 @@ def answer_alerts(day: str, today: pd.Timestamp, per_answer: pd.DataFrame | None
                   trusted: dict[str, bool] | None = None) -> list[Alert]:
     """The drop and slow-drift rules over the answer metrics of per_answer.csv (the same tests and thresholds
     as the retrieval series, at the criticality's threshold), Holm over the answer series. A judged
-    metric that `trusted` does not mark True (its judge's kappa against the labels) is not tested."""
+    metric that `trusted` does not mark True (its judge's kappa against the labels) is not tested, nor
+    K-precision when `trusted` marks it False (the heuristics' kappa is below the gate)."""
     if per_answer is None or per_answer.empty:
         return []
-    watched = [m for m in ANSWER_WATCHED if m == "k_precision" or (trusted or {}).get(m, False)]
+    # K-precision is watched unless its heuristics failed their agreement gate (answers.heuristic_trust).
+    watched = [m for m in ANSWER_WATCHED if (trusted or {}).get(m, m == "k_precision")]
     pipelines = list(dict.fromkeys(per_answer.loc[_days(per_answer) == today, contract.PIPELINE]))
     keys = [AnswerKey(p, REGISTRY[m], ANSWER_K) for p in pipelines for m in watched]
     return _retrieval_alerts(day, _tests(answer_series(per_answer), keys, today, config), config)

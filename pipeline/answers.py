@@ -57,7 +57,8 @@ HEURISTIC_METRICS = ("k_precision", "unsupported_facts", "citation_validity", "c
                      "refusal_with_gold", "qa_cosine")
 JUDGE_METRICS = ("faithfulness", "answer_relevance", "reverse_relevance")
 JUDGED_WATCHED = ("faithfulness", "answer_relevance")  # watched by the alert rules once the judge is trusted
-WATCHED = (*JUDGED_WATCHED, "k_precision")
+HEURISTIC_WATCHED = "k_precision"  # the heuristic the alert rules watch, while the heuristics pass their gate
+WATCHED = (*JUDGED_WATCHED, HEURISTIC_WATCHED)
 
 
 class AnswersError(DriftwatchError):
@@ -746,12 +747,31 @@ def trusted_metrics(agreement_frame: pd.DataFrame, judge_name: str) -> dict[str,
     return out
 
 
+def heuristic_trust(agreement_frame: pd.DataFrame) -> tuple[bool, str]:
+    """Whether the heuristics' answer-level faithfulness verdict (which K-precision decides with the unsupported
+    facts and invalid citations) passed its agreement gate on its latest labels, and why. A heuristic that fails
+    it is a hint on the Answers page, never an alert condition; without labels it has failed nothing."""
+    rows = agreement_frame[(agreement_frame["metric"] == "faithfulness") & (agreement_frame["judge"] == HEURISTIC)
+                           & (agreement_frame["level"] == "answer")]
+    if rows.empty:
+        return True, f"{HEURISTIC_WATCHED}: no human labels to check the heuristics against; watched by the rules"
+    latest = rows.sort_values(contract.RUN_DATE, kind="stable").iloc[-1]
+    ok = bool(latest["trusted"] == 1)
+    day = pd.Timestamp(latest[contract.RUN_DATE]).strftime("%Y-%m-%d")
+    return ok, (f"{HEURISTIC_WATCHED} (the heuristics' faithfulness): kappa {float(latest['kappa']):.2f} against the "
+                f"labels of {day} is {'at least' if ok else 'below'} generation.min_kappa"
+                + ("" if ok else ": a hint on the Answers page, it cannot fire an alert"))
+
+
 def alert_inputs(config) -> tuple:
     """(per_answer, trusted) for the alert rules: the stored per-answer series and, per judged metric, whether
-    its judge's latest kappa reaches generation.min_kappa; (None, None) when the answer layer is off."""
+    its judge's latest kappa reaches generation.min_kappa (for K-precision, the heuristics' own: `heuristic_trust`);
+    (None, None) when the answer layer is off."""
     if config.generation.mode == "off":
         return None, None
-    trust = trusted_metrics(store.read(config.data_dir, contract.AGREEMENT), config.generation.judge_name)
+    agreement_frame = store.read(config.data_dir, contract.AGREEMENT)
+    trust = {**trusted_metrics(agreement_frame, config.generation.judge_name),
+             HEURISTIC_WATCHED: heuristic_trust(agreement_frame)}
     return store.read(config.data_dir, contract.PER_ANSWER), {m: ok for m, (ok, _) in trust.items()}
 
 

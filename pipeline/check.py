@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
-from pipeline import answers, store
+from pipeline import answers, freshness, store
 from pipeline.config import Config, require_sources
 from pipeline.corpus import CORPUS_FILE
 from pipeline.corpus import check_file as check_corpus
 from pipeline.errors import DriftwatchError
+from pipeline.freshness import Freshness
 from pipeline.gold import GoldQuestion, load_gold
 from pipeline.redact import redact
 from pipeline.sources import Caps, collect
@@ -52,10 +53,13 @@ class CheckReport:
     probes: tuple[Probe, ...]
     gold: GoldCoverage
     notes: tuple[str, ...] = field(default=())
+    freshness: Freshness | None = None  # the data directory's history (None before its first run)
 
     @property
     def problems(self) -> list[str]:
         failed = [f"{p.kind} {p.name}: {p.detail}" for p in self.probes if not p.ok]
+        if self.freshness is not None and self.freshness.stale:
+            failed.append(f"history: {self.freshness.line}")
         if self.gold.n_missing:
             failed.append(f"{self.gold.n_missing} gold document id(s) found in no source")
         return failed
@@ -144,20 +148,25 @@ def coverage(gold: Sequence[GoldQuestion], probes: Iterable[Probe]) -> GoldCover
     return GoldCoverage(len(gold), found, {qid: ids for qid, ids in missing.items() if ids})
 
 
-def check(config: Config) -> CheckReport:
-    """Validate (DriftwatchError on bad input), then reach every source, model and target once."""
+def check(config: Config, today: date | None = None) -> CheckReport:
+    """Validate (DriftwatchError on bad input), then reach every source, model and target once, and say how old
+    the data directory's history is on `today` (default: the local date): a stale one is a problem."""
     gold = validate_inputs(config)
     probes = [*probe_sources(config), *probe_models(config), *probe_targets(config, gold)]
     notes = []
     if not (config.data_dir / CORPUS_FILE).exists():
         notes.append(f"no corpus yet in {config.data_dir}: the first run creates it")
-    return CheckReport(config, tuple(probes), coverage(gold, probes), tuple(notes))
+    fresh = freshness.of_directory(config.data_dir, today=today)
+    return CheckReport(config, tuple(probes), coverage(gold, probes), tuple(notes),
+                       None if fresh.last is None else fresh)
 
 
 def table(report: CheckReport) -> str:
     """The report as text: the config, one row per source, model and target, and the gold coverage."""
     cfg = report.config
     lines = [f"config {Path(cfg.file).resolve()}: valid", f"  data_dir {cfg.data_dir}", f"  gold     {cfg.gold}"]
+    if report.freshness is not None:
+        lines.append(f"  history  {report.freshness.line}{' (STALE)' if report.freshness.stale else ''}")
     lines += [f"  note: {note}" for note in report.notes]
     width = max([len(p.name) for p in report.probes] + [6])
     lines += ["", f"  {'status':<8}{'kind':<8}{'name':<{width + 2}}detail"]
@@ -174,6 +183,7 @@ def table(report: CheckReport) -> str:
     if len(shown) > MAX_LISTED:
         lines.append(f"  ... and {len(shown) - MAX_LISTED} more missing")
     problems = report.problems
-    lines += ["", "check passed: every source answered and every gold document id was found" if not problems
+    lines += ["", "check passed: every source answered, every gold document id was found and the history is "
+                  "not overdue" if not problems
               else f"check failed: {len(problems)} problem(s)"]
     return redact("\n".join(lines))  # sources' URLs and upstream replies: printed, so never in clear

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline import contract, netio, store
+from pipeline import contract, freshness, netio, store
 from pipeline.config import (Config, EvidentlyExportConfig, MlflowExportConfig, PrometheusExportConfig,
                              WhylogsExportConfig, has_scheme)
 from pipeline.contract import ALERT, DRIFTED, STABLE, WARNING
@@ -399,8 +399,19 @@ def metric_families(history: History) -> list:
         ("last_run_timestamp_seconds", "When the latest run finished (Unix time).", finished),
         ("run_seconds", "How long the latest run took (its runs.csv seconds).", float(run["seconds"])),
         ("corpus_documents", "Documents in the corpus after the latest run.", float(run["docs_total"])),
-        ("corpus_chunks", "Chunks indexed in the latest run.", float(run["chunks_total"])))]
+        ("corpus_chunks", "Chunks indexed in the latest run.", float(run["chunks_total"])),
+        *_freshness_gauges(history))]
     return [retrieval, statistic, drifted, answer, undetermined, alerts, *single, documents, feeds, info]
+
+
+def _freshness_gauges(history: History) -> list[tuple[str, str, float]]:
+    """(name, documentation, value) of the history's age, cadence and staleness (`pipeline.freshness`)."""
+    fresh = freshness.of_directory(history.data_dir, history.runs)
+    return [("run_age_days", "Days from the latest run date to today's date.", float(fresh.age_days)),
+            ("run_cadence_days", "The usual gap between runs: the median gap between run dates (runs.csv).",
+             fresh.cadence_days),
+            ("run_stale", f"1 when no run came within {freshness.OVERDUE_FACTOR} x the cadence (the dashboard's "
+                          "'no run since' warning), else 0.", float(fresh.stale))]
 
 
 class StoreCollector:

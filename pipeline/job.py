@@ -142,6 +142,18 @@ def ingest(config: Config, corpus: Corpus, run_date: date, deadline: Deadline | 
     return outcomes
 
 
+def feed_counts(outcomes: Sequence[FeedOutcome]) -> tuple[int, list[FeedOutcome]]:
+    """The ok feeds of a run and the failed outcomes (runs.csv feeds_ok, and feeds_failed their number): each outcome fetched for the run (a URL's
+    fetch, a dated file of the run date); a source fetched for nothing but whose earlier dated files brought
+    documents into the corpus (a folder's first run) counts once as ok, so that a folder beside failing URLs
+    is never reported as "every feed failed". Replayed and deferred outcomes are otherwise not counted."""
+    fetched = [o for o in outcomes if not o.replayed and not o.deferred]
+    counted = {o.source for o in fetched}
+    rebuilt = {o.source for o in outcomes if o.replayed and o.ok and o.documents and o.source not in counted}
+    failed = [o for o in fetched if not o.ok]
+    return len(fetched) - len(failed) + len(rebuilt), failed
+
+
 def _deferred(outcomes: Sequence[FeedOutcome], deadline: Deadline) -> list[str]:
     """The events' note of the sources `ingest` did not fetch for the deadline (none, or one note)."""
     names = [repr(o.source) for o in outcomes if o.deferred]
@@ -481,13 +493,12 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             signal_rows += signals.signal_rows(run_date.isoformat(), target.name, ranked, gold, config.retrieval.k,
                                                history, config.alerts.window, functools.partial(ks, signals.top1_ks))
         drift_rows_ = drift_table(config, corpus, embedder, run_date, drift_found, top1) if evaluate else []
-        fetched = [o for o in outcomes if not o.replayed and not o.deferred]
-        failed = [o for o in fetched if not o.ok]  # sources.collect has logged each with its URL
+        feeds_ok, failed = feed_counts(outcomes)  # sources.collect has logged each failure with its URL
         status = (contract.STATUS_PARTIAL if late else contract.STATUS_OK if not failed else
-                  contract.STATUS_NO_FEEDS if len(failed) == len(fetched) else contract.STATUS_DEGRADED)
+                  contract.STATUS_NO_FEEDS if not feeds_ok else contract.STATUS_DEGRADED)
         run = {
             "run_date": run_date.isoformat(), "run_id": uuid.uuid4().hex[:12], "started_at": started,
-            "finished_at": _now(), "status": status, "feeds_ok": len(fetched) - len(failed),
+            "finished_at": _now(), "status": status, "feeds_ok": feeds_ok,
             "feeds_failed": len(failed), "docs_new": counts.new, "docs_updated": counts.updated,
             "docs_deleted": counts.deleted, "docs_total": counts.total, "chunks_total": n_chunks,
             "chunks_embedded": n_encoded, "seconds": round(time.perf_counter() - t0, 3),

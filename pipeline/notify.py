@@ -120,10 +120,26 @@ class Silence:
     since: str = ""
     until: str = ""
     created: str = ""
+    by: str = ""  # who acknowledged (a mutes.json written before names were asked has none)
 
     @property
     def key(self) -> tuple[str, str, str]:
         return self.rule, self.pipeline, self.metric
+
+    @property
+    def target(self) -> tuple:
+        """What it silences: an acknowledgement, the condition (`alerts.condition_of`) of the incident that
+        started on `since`, whichever of its series it was made on; a mute, its series."""
+        return (ACKNOWLEDGE, *condition_of(*self.key), self.since) if self.kind == ACKNOWLEDGE else (MUTE, *self.key)
+
+    @property
+    def statement(self) -> str:
+        """"acknowledged by ana at 2026-11-22T08:00:00Z, until the condition ends: on it" / "muted until D: note"."""
+        if self.kind == ACKNOWLEDGE:
+            who = f" by {self.by}" if self.by else ""
+            at = f" at {self.created}" if self.created else ""
+            return f"acknowledged{who}{at}, until the condition ends: {self.note}"
+        return f"muted{' until ' + self.until if self.until else ''}: {self.note}"
 
     def covers(self, alert: Alert) -> bool:
         if self.kind == ACKNOWLEDGE:  # the incident: a pipeline's drop or slow drift in any of its series
@@ -183,12 +199,12 @@ def _write_silences(data_dir: Path, silences: Iterable[Silence]) -> None:
 
 
 def add_silence(data_dir: Path, silence: Silence) -> Silence:
-    """Keep `silence` (checked first; it replaces one of the same kind on the same condition), stamped with
-    the time it was made."""
+    """Keep `silence` (checked first; it replaces one on the same `target`: an acknowledgement of the same
+    incident, on whichever of its series, or a mute of the same series), stamped with the time it was made."""
     silence.check(str(Path(data_dir) / MUTES_FILE))
     stamped = Silence(**{**asdict(silence), "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")})
     with _outbox_locked(data_dir):
-        kept = [s for s in read_silences(data_dir) if (s.kind, s.key) != (silence.kind, silence.key)]
+        kept = [s for s in read_silences(data_dir) if s.target != silence.target]
         _write_silences(data_dir, [*kept, stamped])
     return stamped
 

@@ -7,7 +7,7 @@ from pipeline.errors import DriftwatchError
 
 import html
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -19,8 +19,8 @@ from pipeline.views import weekly as weekly_views
 from pipeline.alerts import is_new
 from pipeline.contract import ALERT, WARNING
 from pipeline.charts import EVENT_COLOUR, MAX_EVENT_LABEL, SEVERITY_COLOURS, colour_map
-from pipeline.views.alerts import incidents
-from pipeline.views.overview import OK
+from pipeline.notify import Silence, read_silences
+from pipeline.views.alerts import AlertCounts, count_alerts, incidents
 from pipeline.redact import redact
 
 REVIEW_METRICS = ("hit", "recall", "mrr", "ndcg", "unjudged")  # the summary table's columns
@@ -51,11 +51,14 @@ class WeeklyReview:
     marks: pd.DataFrame  # views.alert_points of both weeks on any series: the chart's alert marks
     notes: pd.DataFrame  # views.run_events of both weeks: the chart's event marks
     gold_texts: dict = field(default_factory=dict)  # question id -> text, for the summary paragraph
+    counts: AlertCounts | None = None  # the week's alerts in the one vocabulary (open on its last run, incidents, rows)
 
 
 def weekly_review(runs: pd.DataFrame, metrics: pd.DataFrame, per_question: pd.DataFrame, alerts: pd.DataFrame,
-                  week: str, k: int | None = None, gold_texts: dict[str, str] | None = None) -> WeeklyReview:
-    """The review of one ISO week from the store's frames (nothing is read here)."""
+                  week: str, k: int | None = None, gold_texts: dict[str, str] | None = None,
+                  silences: Sequence[Silence] = ()) -> WeeklyReview:
+    """The review of one ISO week from the store's frames and the data directory's silences (nothing is read
+    here)."""
     try:
         start, end = weekly_views.week_bounds(week)
     except ValueError as exc:
@@ -85,7 +88,8 @@ def weekly_review(runs: pd.DataFrame, metrics: pd.DataFrame, per_question: pd.Da
         regressions=weekly_views.week_regressions(per_question, week, k, CHART_METRIC, TOP_QUESTIONS),
         corpus=weekly_views.week_corpus(runs, week), events=views.run_events(weekly_views.in_week(runs, week)),
         marks=views.alert_points(fortnight[0], None), notes=views.run_events(fortnight[1]),
-        gold_texts=dict(gold_texts or {}))
+        gold_texts=dict(gold_texts or {}),
+        counts=count_alerts(week_alerts, weekly_views.in_week(runs, week), silences))
 
 
 def summary_paragraph(review: WeeklyReview, gold_texts: dict[str, str] | None = None) -> str:
@@ -93,8 +97,7 @@ def summary_paragraph(review: WeeklyReview, gold_texts: dict[str, str] | None = 
     incidents of the week (conditions started, ongoing at its end) and the three most regressed questions with
     their text."""
     alerts = review.alerts
-    worst = (ALERT if (alerts[contract.SEVERITY] == ALERT).any() else WARNING) if len(alerts) else OK
-    parts = [f"Status {worst}: {len(review.run_dates)} runs from {review.run_dates[0]} to {review.run_dates[-1]}."]
+    parts = [f"{len(review.run_dates)} runs from {review.run_dates[0]} to {review.run_dates[-1]}."]
     rows = review.summary[review.summary["better"].notna()]
     if len(rows):
         moved = rows.assign(_size=rows["change_pct"].abs()).sort_values("_size", ascending=False).head(3)
@@ -106,12 +109,11 @@ def summary_paragraph(review: WeeklyReview, gold_texts: dict[str, str] | None = 
     if len(alerts):
         found = incidents(alerts, pd.DataFrame({contract.RUN_DATE: pd.to_datetime(list(review.run_dates))}))
         started = found[found["start"] >= pd.Timestamp(review.start)]
-        last = alerts[contract.RUN_DATE].max()
-        ongoing = found[found["last"] == last]
         first = found.sort_values("start", kind="stable").iloc[0]
         owner = f"{first['pipeline']} {first['metric']}" if first["pipeline"] else "the corpus"
-        parts.append(f"{len(found)} alert conditions ({len(started)} started this week, {len(ongoing)} still firing "
-                     f"on {last:%Y-%m-%d}); the first, {first['rule']} on {owner} from {first['start']:%Y-%m-%d}.")
+        parts.append(f"{review.counts.sentence('the week')} ({len(started)} incidents started this week); the "
+                     f"first, {first['rule']} on {owner} from {first['start']:%Y-%m-%d}.")
+        parts += [f"{c.rule} on {c.where} since {c.since:%Y-%m-%d}: {a.statement}." for c, a in review.counts.acknowledged]
     else:
         parts.append("No alert fired.")
     if len(review.events):
@@ -146,7 +148,7 @@ def weekly_review_html(data_dir: Path, week: str) -> str:
     texts = {q: g.question for q, g in views.gold_questions(views.settings(data_dir).gold).items()}
     review = weekly_review(store.read_runs(data_dir), store.read_metrics(data_dir),
                            store.read_per_question(data_dir), store.read(data_dir, contract.ALERTS), week,
-                           gold_texts=texts)
+                           gold_texts=texts, silences=read_silences(data_dir))
     from pipeline.evidently_report import default_path as evidently_path
 
     return render_html(review, {d: evidently_path(data_dir, d).is_file() for d in review.run_dates})
@@ -291,8 +293,9 @@ def _alerts_section(review: WeeklyReview) -> str:
         return '<p class="note">No alert fired this week.</p>'
     new = is_new(alerts)
     counts = alerts.assign(new=new).groupby(contract.SEVERITY)["new"].agg(["size", "sum"])
-    lines = ", ".join(f"{int(counts.at[s, 'size'])} {s} rows ({int(counts.at[s, 'sum'])} new)"
-                      for s in (ALERT, WARNING) if s in counts.index)
+    lines = review.counts.sentence("the week") + ": " + ", ".join(
+        f"{int(counts.at[s, 'size'])} {s} rows ({int(counts.at[s, 'sum'])} new)" for s in (ALERT, WARNING)
+        if s in counts.index)
     rows = [[f"{d:%Y-%m-%d}", f'<span class="{_e(s)}">{_e(s)}</span>', _e(r), _e(p or "corpus"), _e(m), _e(msg)]
             for d, s, r, p, m, msg in zip(alerts[contract.RUN_DATE], alerts[contract.SEVERITY], alerts[contract.RULE],
                                           alerts[contract.PIPELINE].fillna(""), alerts[contract.METRIC],

@@ -216,8 +216,8 @@ def test_demo_overview_names_the_decline_and_the_incident(browser, demo_server, 
         for pipeline in ("bm25", "dense", "hybrid"):
             mine = [t for t in texts if t.startswith(f"slow_drift on {pipeline} since ")]
             assert len(mine) == 1 and re.search(r"since 2026-11-\d\d: \S+@5 -\d+\.\d%", mine[0]), texts
-        expect(tab.locator(".st-key-alert_banner_details")).to_contain_text("Details: the "
-                                                                           f"{len(latest)} alert messages")
+        expect(tab.locator(".st-key-alert_banner_details")).to_contain_text(
+            f"Details: the {len(latest)} alert rows of the {len(conditions)} open conditions")
         incident = tab.locator(".st-key-overview_incident")
         expect(incident).to_contain_text("since 2026-11-13")
         expect(incident).to_contain_text("near-duplicate")  # the cause: the run note of the event's first day

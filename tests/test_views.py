@@ -564,8 +564,8 @@ def test_open_alerts_are_one_line_per_condition_with_since_and_the_worst_series(
         f"floor on dense since {D5}: recall@5",
         f"drift on the corpus since {D3}",
         f"config_change on the corpus since {D5}: model",
-        f"drop on logged since {D5}: k_precision -20.6%",  # answer metrics: each its own condition
-        f"drop on logged since {D5}: faithfulness -12.0%"]
+        f"drop on logged (your system's logged answers) since {D5}: k_precision -20.6%",  # answer metrics: each its own condition
+        f"drop on logged (your system's logged answers) since {D5}: faithfulness -12.0%"]
     bm25 = conditions[0]
     assert (bm25.severity, bm25.since, bm25.worst, bm25.change_pct) == ("alert", pd.Timestamp(D1), "ndcg@5", -15.0)
     assert bm25.messages == (("mrr@5", "slow_drift bm25 mrr@5"), ("ndcg@5", "slow_drift bm25 ndcg@5"),

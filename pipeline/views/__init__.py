@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.alerts import condition_of
+from pipeline.alerts import RunbookEntry, condition_of, runbook
+from pipeline.answers import LOGGED
 from pipeline.config import DEFAULT_CONFIG_FILE, ENV_CONFIG, ENV_DATA_DIR, Config, load_config
 from pipeline.contract import (CORPUS_METRIC, EVENTS, K, MESSAGE, METRIC, PIPELINE, RULE, RUN_DATE, SEVERITIES,
                                SEVERITY, VALUE)
@@ -159,8 +160,20 @@ class OpenCondition:
     messages: tuple[tuple[str, str], ...]  # (metric, message) of each of its rows, in their order
 
     @property
+    def condition(self) -> tuple[str, ...]:
+        """`alerts.condition_of` of its rows: (rule, pipeline) over several series, else with the metric."""
+        return (self.rule, self.pipeline) if self.per_series else (self.rule, self.pipeline, self.worst)
+
+    @property
     def where(self) -> str:
+        if self.pipeline == LOGGED:  # a name of the answer layer's, not a retriever's
+            return f"{LOGGED} (your system's logged answers)"
         return self.pipeline or "the corpus"
+
+    @property
+    def runbook(self) -> RunbookEntry:
+        """What to do next: its rule's runbook entry (docs/runbook.md)."""
+        return runbook(self.rule)
 
     @property
     def worst_label(self) -> str:

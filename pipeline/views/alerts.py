@@ -1,4 +1,5 @@
-"""The Alerts page: the alert log filtered, counted and grouped into incidents."""
+"""The Alerts page: the alert log filtered, counted and grouped into incidents; and the one vocabulary of counts
+every page uses (`count_alerts`)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from datetime import date
 
 import pandas as pd
 
-from pipeline.alerts import condition_of
-from pipeline.contract import EVENTS, MESSAGE, METRIC, PIPELINE, RULE, RUN_DATE, SEVERITY, VALUE
-from pipeline.views import SEVERITY_OF_RANK, SEVERITY_RANK, between, run_events
+from pipeline.alerts import _plural, condition_of
+from pipeline.contract import ALERT, DRIFT_RULE, EVENTS, MESSAGE, METRIC, PIPELINE, RULE, RUN_DATE, SEVERITY, VALUE, WARNING
+from pipeline.notify import ACKNOWLEDGE, MUTE, Silence
+from pipeline.views import (SEVERITY_OF_RANK, SEVERITY_RANK, OpenCondition, between, open_alerts, open_conditions,
+                            run_events)
 
 
 def filter_alerts(alerts: pd.DataFrame, *, severities: Sequence[str] = (), rules: Sequence[str] = (),
@@ -146,15 +149,94 @@ def incidents_display(frame: pd.DataFrame, silences: Sequence = ()) -> pd.DataFr
 
 
 def silence_note(incident, silences: Sequence) -> str:
-    """"acknowledged: <note>" / "muted to <date>: <note>" for an incident row a silence covers, else ""."""
+    """The statement of a silence (`notify.Silence.statement`) covering an incident row: an acknowledgement of its
+    condition and start, or a mute of its series lasting to its last run; else ""."""
     since = f"{pd.Timestamp(incident.start):%Y-%m-%d}"
+    acknowledged = (ACKNOWLEDGE, *condition_of(incident.rule, incident.pipeline, incident.metric), since)
     for s in silences:
-        same = (condition_of(*s.key) == condition_of(incident.rule, incident.pipeline, incident.metric)
-                if s.kind == "acknowledge" else s.key == (incident.rule, incident.pipeline, incident.metric))
-        if not same:
-            continue
-        if s.kind == "acknowledge" and s.since == since:
-            return f"acknowledged: {s.note}"
-        if s.kind == "mute" and (not s.until or s.until >= f"{pd.Timestamp(incident.last):%Y-%m-%d}"):
-            return f"muted{' to ' + s.until if s.until else ''}: {s.note}"
+        if s.target == acknowledged:
+            return s.statement
+        if (s.kind == MUTE and s.key == (incident.rule, incident.pipeline, incident.metric)
+                and (not s.until or s.until >= f"{pd.Timestamp(incident.last):%Y-%m-%d}")):
+            return s.statement
     return ""
+
+
+# --- the one vocabulary of counts: open conditions, incidents, alert rows ---------------------------------------
+
+# What each unit is, said once; every page that counts alerts names its unit and may show this as help.
+UNITS = ("An open condition is one rule firing on the latest run: on one pipeline for a drop or slow drift, whichever "
+         "of its series show it, else on one series or the corpus. An incident is one condition from the run it "
+         "started to its last run. An alert row is one row of alerts.csv: one series on one run.")
+
+
+def acknowledgement(condition: OpenCondition, silences: Sequence[Silence]) -> Silence | None:
+    """The acknowledgement of the incident `condition` is (its condition and first run), or None."""
+    target = (ACKNOWLEDGE, *condition.condition, f"{condition.since:%Y-%m-%d}")
+    return next((s for s in silences if s.target == target), None)
+
+
+@dataclass(frozen=True)
+class AlertCounts:
+    """An alert log counted in the three units (UNITS): the conditions open on the latest run of its runs (with
+    their acknowledgements), its incidents and its alert rows."""
+
+    day: pd.Timestamp | None  # the latest run
+    conditions: tuple[OpenCondition, ...]
+    acknowledgements: tuple[Silence | None, ...]  # per condition
+    incidents: int
+    alert_rows: int
+
+    @property
+    def open_rows(self) -> int:
+        """The alert rows of the open conditions (the latest run's)."""
+        return sum(len(c.messages) for c in self.conditions)
+
+    def unacknowledged(self, severity: str) -> list[OpenCondition]:
+        return [c for c, a in zip(self.conditions, self.acknowledgements) if a is None and c.severity == severity]
+
+    @property
+    def acknowledged(self) -> list[tuple[OpenCondition, Silence]]:
+        return [(c, a) for c, a in zip(self.conditions, self.acknowledgements) if a is not None]
+
+    @property
+    def open_phrase(self) -> str:
+        """"4 open conditions on 2026-11-22 (2 alerts, 1 warning, 1 acknowledged)"."""
+        if self.day is None:
+            return "no run yet"
+        if not self.conditions:
+            return f"no open condition on {self.day:%Y-%m-%d}"
+        parts = [_plural(len(self.unacknowledged(ALERT)), "alert"), _plural(len(self.unacknowledged(WARNING)), "warning"),
+                 f"{len(self.acknowledged)} acknowledged"]
+        shown = [p for p in parts if not p.startswith("0 ")]
+        return f"{_plural(len(self.conditions), 'open condition')} on {self.day:%Y-%m-%d} ({', '.join(shown)})"
+
+    def sentence(self, scope: str) -> str:
+        """The open conditions, then the incidents and alert rows of `scope` ("the selection", "the week")."""
+        return (f"{self.open_phrase}; {_plural(self.incidents, 'incident')} and {_plural(self.alert_rows, 'alert row')} "
+                f"in {scope}")
+
+
+def count_alerts(alerts: pd.DataFrame, runs: pd.DataFrame, silences: Sequence[Silence] = ()) -> AlertCounts:
+    """`alerts` (alerts.csv rows, whole or a selection) counted as open conditions on the latest run of `runs`,
+    incidents and alert rows: the one count the banner, the Overview, the Alerts page, the weekly review and its
+    HTML file give."""
+    latest = runs[RUN_DATE].max() if len(runs) else None
+    conditions = tuple(open_conditions(open_alerts(alerts, runs)))
+    return AlertCounts(None if latest is None or pd.isna(latest) else pd.Timestamp(latest), conditions,
+                       tuple(acknowledgement(c, silences) for c in conditions), len(incidents(alerts, runs)),
+                       len(alerts))
+
+
+def drift_condition(counts: AlertCounts) -> str:
+    """The corpus-drift condition of the latest run in a sentence, distinct from a run's drift verdict: the
+    verdict says whether one run's window drifted; the condition is the alert rule's streak, open until it
+    stops firing."""
+    if counts.day is None:
+        return "No run yet."
+    ongoing = [c for c in counts.conditions if c.rule == DRIFT_RULE]
+    if not ongoing:
+        return f"No corpus-drift condition is open on the latest run ({counts.day:%Y-%m-%d})."
+    c = ongoing[0]
+    return (f"A corpus-drift condition ({c.severity}) is ongoing since {c.since:%Y-%m-%d} on the latest run "
+            f"({counts.day:%Y-%m-%d}), whatever the verdict of the run shown.")
