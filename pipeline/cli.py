@@ -437,8 +437,9 @@ def _dashboard_dir(config: str | None) -> Path | None:
 
 def _simulate(args: argparse.Namespace) -> int:
 
-    from pipeline.simulate import (Scenario, caught, check_metric, compare, default_start, results_table, run_dates,
-                                   simulate, source_config)
+    from pipeline.simulate import (Scenario, catch_verdict, caught, check_metric, compare, default_start,
+                                   results_table, run_dates, simulate, source_config)
+    from pipeline.views.simulate import caught_table
 
     config_file = _config_file(args.config)
     fallback = load_config(config_file) if config_file else None
@@ -458,12 +459,10 @@ def _simulate(args: argparse.Namespace) -> int:
     print(f"{scenario.describe()} on {start}; sandbox: {result.sandbox} (source untouched: {result.source})")
     print(f"{args.metric}@{k}: original vs simulated")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    fired = caught(source, result.sandbox, start)
-    if fired.empty:
-        print("Would the alerts catch this? No: no rule fired in the sandbox that did not fire in the original.")
-    else:
-        print(f"Would the alerts catch this? {len(fired)} condition(s) fired in the sandbox and not in the original:")
-        print(fired.to_string(index=False))
+    compared = caught(source, result.sandbox, start)
+    print(f"Would the alerts catch this? {catch_verdict(compared, start)}")
+    if not compared.empty:
+        print(caught_table(compared).to_string(index=False))
     return EXIT_OK
 
 
