@@ -27,7 +27,7 @@ from pipeline.views import simulate as simulate_views
 from pipeline.views import weekly as weekly_views
 from pipeline.cli import main
 from pipeline.config import Config
-from pipeline.demo import FIRST_RUN_DAY, build_demo, demo_date
+from pipeline.demo import FIRST_RUN_DAY, build_demo, demo_date, demo_home
 from pipeline.gold import load_gold
 from pipeline.simulate import catch_verdict, caught, compare, discard_sandbox, results_table
 
@@ -517,16 +517,24 @@ def test_a_simulation_meeting_a_bad_gold_set_says_so_and_keeps_the_page(history,
     assert at.get_by_key("sim_chart")  # the page goes on: the original series are still drawn
 
 
-def test_the_empty_state_builds_the_demo_then_shows_it(tmp_path, open_app):
+def test_the_empty_state_builds_the_demo_into_a_directory_of_its_own_then_shows_it(tmp_path, open_app):
     data_dir = tmp_path / "new"
+    home = demo_home(data_dir)
     at = open_app(data_dir)
+    assert str(home) in literal(at.info[0].value)  # where the demo will go, said before the click
     at.number_input(key="demo_days").set_value(1)
     at.button(key="demo_build").click()
     rerun(at)
-    runs = store.read_runs(data_dir)
+    assert store.read_runs(data_dir).empty and not (data_dir / contract.RUNS).exists()  # the team's directory
+    runs = store.read_runs(home)
     assert len(runs) == 1 and runs["run_date"].iloc[0].date() == demo_date(FIRST_RUN_DAY)
     assert [t.value for t in at.title] == ["Overview"]
     assert len(at.metric) >= 12
+    # another session on the still-empty directory: the demo built there is offered, not built again
+    again = open_app(data_dir)
+    again.button(key="demo_open").click()
+    rerun(again)
+    assert [t.value for t in again.title] == ["Overview"]
 
 
 # --- every page on a one-day and a year-long history (the empty one: test_empty_directory_shows_...) ----------
