@@ -109,13 +109,16 @@ if made is None:
     st.stop()
 st.subheader("Would the alerts catch this?")
 compared = compare_conditions(ui.alerts(), simulated[contract.ALERTS], made.start)
-verdict = catch_verdict(compared, made.start)
-if compared["earlier"].any():
-    st.success(verdict, icon=":material/notifications_active:")
-else:
-    st.info(verdict, icon=":material/notifications_off:")
-if not compared.empty:
-    ui.table(simulate_views.caught_table(compared), "sim_caught")
+verdict = views.escape_markdown(catch_verdict(compared, made.start))
+with st.container(key="sim_verdict"):
+    if compared["earlier"].any():
+        st.success(verdict, icon=":material/notifications_active:")
+    else:
+        st.info(verdict, icon=":material/notifications_off:")
+with st.container(key="sim_caught"):
+    if not compared.empty:
+        st.markdown("\n".join(f"- {views.escape_markdown(line)}"
+                               for line in simulate_views.caught_lines(compared)))
 st.plotly_chart(charts.lines_figure(simulate_views.delta_series(table, start), contract.PIPELINE,
                                     f"{label}: simulated minus original", f"change in {label}",
                                     levels=[(0.0, "no change")], value_format="+.4f"), key="sim_delta_chart")

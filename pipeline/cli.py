@@ -462,7 +462,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     from pipeline.simulate import (Scenario, catch_verdict, caught, check_metric, compare, default_start,
                                    results_table, run_dates, simulate, source_config)
-    from pipeline.views.simulate import caught_table
+    from pipeline.views.simulate import caught_lines
 
     config_file = _config_file(args.config)
     fallback = load_config(config_file) if config_file else None
@@ -484,8 +484,7 @@ def _simulate(args: argparse.Namespace) -> int:
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     compared = caught(source, result.sandbox, start)
     print(f"Would the alerts catch this? {catch_verdict(compared, start)}")
-    if not compared.empty:
-        print(caught_table(compared).to_string(index=False))
+    print("\n".join(f"  {line}" for line in caught_lines(compared)))
     return EXIT_OK
 
 

@@ -20,7 +20,6 @@ PACK_TYPES = FEED_SUFFIXES  # what the page's uploader accepts as a feed file to
 # reader nothing, and shows where its temporary folder is).
 SANDBOX_NOTE = ("The scenario runs in a sandbox, a copy of the history outside the data directory: the change is "
                 "applied on the start date and every later run date re-run. The production series are never written.")
-CAUGHT_SHOWN = ("answer", "rule", "pipeline", "series", "severity", "runs")
 
 
 def sandbox_dir(data_dir: Path) -> Path:
@@ -89,6 +88,7 @@ def save_upload(name: str, data: bytes, folder: Path) -> Path:
     return path
 
 
-def caught_table(compared: pd.DataFrame) -> pd.DataFrame:
-    """`simulate.compare_conditions`'s rows for reading: its answer sentence first, then the condition."""
-    return compared[list(CAUGHT_SHOWN)].rename(columns={"runs": "runs fired"})
+def caught_lines(compared: pd.DataFrame) -> list[str]:
+    """`simulate.compare_conditions`'s rows for reading, one line each: its answer, then which condition it is."""
+    return [f"{r.answer}: {r.rule} on {r.pipeline or 'the corpus'} ({r.series}), {r.severity}, "
+            f"{r.runs} run{'s' if r.runs != 1 else ''} fired in the sandbox" for r in compared.itertuples()]
