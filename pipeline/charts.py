@@ -104,23 +104,28 @@ def add_alert_markers(fig: go.Figure, points: pd.DataFrame, x: str = "run_date",
 EVENT_ROWS = 3  # run notes are staggered over this many lines at the top of the plot
 
 
-def event_note(day: object, note: str, row: int, **where) -> dict:
+def event_note(day: object, note: str, row: int, dates: object, **where) -> dict:
     """A run note's label: inside the top of the plot (above it sit the titles), a line lower for each earlier
-    note (`row`) so that notes of nearby runs do not overprint; the full note on hover."""
+    note (`row`) so that notes of nearby runs do not overprint, and towards the middle of the runs `dates` (left of
+    its line in their second half) so that it stays inside its panel; the full note on hover."""
     label = note if len(note) <= MAX_EVENT_LABEL else note[: MAX_EVENT_LABEL - 1] + "…"
-    return {"x": day, "y": 1 - 0.09 * (row % EVENT_ROWS), "yanchor": "top", "xanchor": "left", "showarrow": False,
+    days = pd.to_datetime(pd.Series(list(dates), dtype=object), errors="coerce").dropna()
+    late = len(days) > 0 and pd.Timestamp(day) > days.min() + (days.max() - days.min()) / 2
+    return {"x": day, "y": 1 - 0.09 * (row % EVENT_ROWS), "yanchor": "top", "xanchor": "right" if late else "left",
+            "showarrow": False,
             "text": hover_text(label), "hovertext": hover_text(f"{pd.Timestamp(day):%Y-%m-%d}: {note}"),
             "font": {"size": 10, "color": EVENT_COLOUR}, "bgcolor": "rgba(255,255,255,0.75)", **where}
 
 
-def add_events(fig: go.Figure, events: pd.DataFrame | None) -> None:
-    """A dotted vertical line and a short label per run with an `events` note (the full note on hover)."""
+def add_events(fig: go.Figure, events: pd.DataFrame | None, dates: object = ()) -> None:
+    """A dotted vertical line and a short label per run with an `events` note (the full note on hover); `dates`:
+    the runs drawn."""
     if events is None:
         return
     for row, (day, note) in enumerate(zip(events["run_date"], events["events"])):
         fig.add_shape(type="line", x0=day, x1=day, y0=0, y1=1, yref="paper",
                       line={"color": EVENT_COLOUR, "width": 1, "dash": "dot"})
-        fig.add_annotation(**event_note(day, note, row, yref="paper"))
+        fig.add_annotation(**event_note(day, note, row, dates, yref="paper"))
 
 
 def add_levels(fig: go.Figure, levels: Sequence[tuple[float, str]]) -> None:
@@ -198,7 +203,7 @@ def trend_figure(trend: pd.DataFrame, metric_label: str, points: pd.DataFrame | 
         for row, (day, note) in enumerate([] if events is None else zip(events["run_date"], events["events"])):
             fig.add_vline(x=day, line={"color": EVENT_COLOUR, "width": 1, "dash": "dot"}, row=1, col=col)
             if col == 1:
-                fig.add_annotation(**event_note(day, note, row, yref="y domain"), row=1, col=1)
+                fig.add_annotation(**event_note(day, note, row, trend["run_date"], yref="y domain"), row=1, col=1)
     floors = trend["floor"].dropna().unique() if "floor" in trend else []
     for value in floors:
         fig.add_hline(y=float(value), line={"color": "#444444", "width": 1, "dash": "dash"},
@@ -237,7 +242,7 @@ def lines_figure(frame: pd.DataFrame, group: str, title: str, y_title: str, *,
             hovertemplate=f"{DATE_HOVER}<br>{hover_text(label)}: %{{y:{value_format}}}<extra></extra>"))
     add_levels(fig, levels)
     add_alert_markers(fig, points)
-    add_events(fig, events)
+    add_events(fig, events, frame["run_date"] if len(frame) else ())
     _layout(fig, title, DATE_AXIS, y_title)
     date_axis(fig, frame["run_date"] if len(frame) else None)
     if not names:
@@ -366,7 +371,8 @@ def comparison_figure(frame: pd.DataFrame, group: str, title: str, y_title: str,
                 hovertemplate=f"{DATE_HOVER}<br>{hover_text(name)} {label}: %{{y:{VALUE_FORMAT}}}<extra></extra>"))
     add_alert_markers(fig, points)
     if start is not None:
-        add_events(fig, pd.DataFrame({"run_date": [pd.Timestamp(start)], "events": ["scenario starts"]}))
+        add_events(fig, pd.DataFrame({"run_date": [pd.Timestamp(start)], "events": ["scenario starts"]}),
+                   frame["run_date"] if len(frame) else ())
     _layout(fig, title, DATE_AXIS, y_title)
     date_axis(fig, frame["run_date"] if len(frame) else None)
     if not names:

@@ -232,6 +232,8 @@ def test_trends_legend_sits_at_the_foot_and_run_notes_inside_the_panel():
     notes = [a for a in fig.layout.annotations if a.hovertext]
     assert len(notes) == 2 and all(a.yanchor == "top" and a.y <= 1 for a in notes)  # below the panel's top edge
     assert len({a.y for a in notes}) == 2  # the notes of adjacent runs on different lines
+    # towards the middle of the runs, so a late note stays in its panel rather than running into the next
+    assert [a.xanchor for a in notes] == ["left", "right"]  # 11-03 is the middle of 11-02..11-04, 11-04 past it
 
 
 @pytest.mark.parametrize("days", [1, 2, 3, 9], ids=["one", "two", "three", "nine"])
