@@ -201,3 +201,20 @@ def test_every_package_of_pipeline_is_installed():
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "pipeline").rglob("__init__.py")}
     assert found <= listed, f"pyproject.toml's packages lack {sorted(found - listed)}"
+
+
+def test_the_dashboard_settings_have_one_owner_shipped_in_the_wheel():
+    """`streamlit run app.py` reads .streamlit/config.toml; `driftwatch dashboard` passes the same file's settings
+    (the installed copy carries it: pyproject's package data), so both serve 127.0.0.1 without a Deploy button."""
+    import tomllib
+
+    from pipeline.paths import STREAMLIT_CONFIG, dashboard_flags, dashboard_options
+
+    options = dashboard_options()
+    assert options["server.address"] == "127.0.0.1" and options["client.toolbarMode"] == "minimal"
+    assert options["browser.gatherUsageStats"] is False and options["client.showSidebarNavigation"] is False
+    flags = dashboard_flags()
+    assert dict(zip(flags[::2], flags[1::2])) == {f"--{k}": str(v).lower() if isinstance(v, bool) else str(v)
+                                                  for k, v in options.items()}
+    shipped = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert STREAMLIT_CONFIG.as_posix() in shipped["driftwatch_files"]
