@@ -76,8 +76,14 @@ def stopped(problem: DriftwatchError) -> None:
 # --- where the data is ---------------------------------------------------------------------------------------
 
 
+SHOWN_DEMO = "shown_demo_dir"  # session state: the demo directory this session opened from the empty screen
+
+
 def data_dir() -> Path:
-    """The data directory ($DRIFTWATCH_DATA_DIR, else the config's); a config error stops the page with it."""
+    """The data directory ($DRIFTWATCH_DATA_DIR, else the config's), or the demo directory this session built or
+    opened from the empty screen; a config error stops the page with it."""
+    if st.session_state.get(SHOWN_DEMO):
+        return Path(st.session_state[SHOWN_DEMO])
     try:
         return views.resolve_data_dir()
     except ConfigError as exc:
@@ -379,13 +385,19 @@ def alert_banner() -> None:
 
 
 def empty_state(directory: Path) -> None:
-    """No history yet: say so, and offer to build the bundled demo history into the data directory."""
-    from pipeline.demo import MAX_RUNS, DemoError, build_demo
+    """No history yet: say so, and offer to build the bundled demo history into a directory of its own
+    (`demo.demo_home`), which this session then shows; the data directory stays empty for the team's own runs."""
+    from pipeline.demo import MAX_RUNS, DemoError, build_demo, demo_home
 
+    home = demo_home(directory)
     st.title("driftwatch")
     st.info(views.escape_markdown(f"No history in {directory} yet. Run the daily job (python -m pipeline run) "
-                                  "from cron, or build the bundled demo: a month of daily runs over demo news "
-                                  "feeds with a drift event."), icon=":material/info:")
+                                  "from cron, or build the bundled demo, a month of daily runs over demo news feeds "
+                                  f"with a drift event, into a directory of its own: {home}."), icon=":material/info:")
+    if not runs(home).empty and st.button("Open the demo history built there", key="demo_open",
+                                          icon=":material/folder_open:"):
+        st.session_state[SHOWN_DEMO] = str(home)
+        st.rerun()
     days = st.number_input("Daily runs of demo history", min_value=1, max_value=MAX_RUNS, value=MAX_RUNS,
                            key="demo_days")
     if not st.button("Build the demo history", key="demo_build", type="primary", icon=":material/play_arrow:"):
@@ -399,10 +411,11 @@ def empty_state(directory: Path) -> None:
                                             f"({len(done)} of {days} runs)")
 
     try:
-        build_demo(config(), directory, days=int(days), progress=progress)
+        build_demo(config(), home, days=int(days), progress=progress)
     except DemoError as exc:
         error(exc)
         return
+    st.session_state[SHOWN_DEMO] = str(home)
     st.rerun()
 
 

@@ -13,8 +13,8 @@ from pipeline.views import drift as drift_views
 from pipeline.views import simulate as simulate_views
 from pipeline.demo import pack_articles
 from pipeline.errors import DriftwatchError
-from pipeline.simulate import (INJECT, SCENARIOS, Scenario, default_start, discard_sandbox, fired_only_in_sandbox,
-                               results_table, simulate)
+from pipeline.simulate import (INJECT, SCENARIOS, Scenario, catch_verdict, compare_conditions, default_start,
+                               discard_sandbox, results_table, simulate)
 
 SCENARIO_HELP = {"offtopic": "inject off-topic (sports) documents", "near-duplicates":
                  "inject near-duplicates of the gold answers", INJECT: "inject your own feed file",
@@ -25,9 +25,7 @@ st.title("Simulate")
 source, config, runs = ui.data_dir(), ui.config(), ui.runs()
 sandbox = simulate_views.sandbox_dir(source)
 days = views.run_dates(runs)
-st.caption(views.escape_markdown(f"The scenario runs in a sandbox ({sandbox}): the history is copied there, the "
-                                 "change applied on the start date and every later run date re-run. The production "
-                                 "series are never written."))
+st.caption(simulate_views.SANDBOX_NOTE)
 
 left, right = st.columns(2)
 name = left.selectbox("Scenario", SCENARIOS, format_func=lambda s: f"{s}: {SCENARIO_HELP[s]}", key="sim_scenario")
@@ -110,15 +108,17 @@ st.plotly_chart(charts.comparison_figure(drift, contract.STATISTIC,
 if made is None:
     st.stop()
 st.subheader("Would the alerts catch this?")
-fired = fired_only_in_sandbox(ui.alerts(), simulated[contract.ALERTS], made.start)
-if fired.empty:
-    st.info(f"No: no rule fired in the sandbox from {made.start} that did not fire in the original.",
-            icon=":material/notifications_off:")
-else:
-    st.markdown(f"Yes: {len(fired)} condition(s) fired in the sandbox and not in the original.")
-    ui.table(fired, "sim_caught", column_config={
-        "first": st.column_config.DateColumn("first date", format="YYYY-MM-DD"),
-        "runs": st.column_config.NumberColumn("runs fired", format="%d")})
+compared = compare_conditions(ui.alerts(), simulated[contract.ALERTS], made.start)
+verdict = views.escape_markdown(catch_verdict(compared, made.start))
+with st.container(key="sim_verdict"):
+    if compared["earlier"].any():
+        st.success(verdict, icon=":material/notifications_active:")
+    else:
+        st.info(verdict, icon=":material/notifications_off:")
+with st.container(key="sim_caught"):
+    if not compared.empty:
+        st.markdown("\n".join(f"- {views.escape_markdown(line)}"
+                               for line in simulate_views.caught_lines(compared)))
 st.plotly_chart(charts.lines_figure(simulate_views.delta_series(table, start), contract.PIPELINE,
                                     f"{label}: simulated minus original", f"change in {label}",
                                     levels=[(0.0, "no change")], value_format="+.4f"), key="sim_delta_chart")

@@ -53,18 +53,26 @@ def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, **layout) ->
 DAY_MS = 86_400_000
 SHORT_SPAN_DAYS = 14  # up to this many days, one tick per day
 DATE_TICKS = "%b %d"
+# A legend on the figure's bottom edge, under the x-axis title (the bottom margin holds both).
+FOOT_LEGEND = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0}
+TREND_TICKS, SPARK_TICKS = 6, 3  # at most this many date ticks on a Trends panel, on a sparkline
 
 
-def date_axis(fig: go.Figure, dates: object = None, *, pad_days: float = 0.5) -> go.Figure:
-    """A daily date x-axis: dates only (no hour ticks), one tick a day on short spans, and the range fitted to
-    `dates` (half a day either side) so labels and event notes do not stretch it past the last run."""
+def date_axis(fig: go.Figure, dates: object = None, *, pad_days: float = 0.5, max_ticks: int | None = None) -> go.Figure:
+    """A daily date x-axis on every panel: dates only (no hour ticks), ticks a whole number of days apart (one a
+    day on short spans; with `max_ticks`, at most that many), and the range fitted to `dates` (half a day either
+    side) so labels, shapes and event notes do not stretch it past the runs. Ticks less than a day apart would
+    print the same date twice."""
     fig.update_xaxes(type="date", tickformat=DATE_TICKS, hoverformat="%Y-%m-%d")
     days = pd.to_datetime(pd.Series(list(dates) if dates is not None else [], dtype=object), errors="coerce").dropna()
     if days.empty:
         return fig
     first, last = days.min().normalize(), days.max().normalize()
-    if (last - first).days <= SHORT_SPAN_DAYS:
-        fig.update_xaxes(dtick=DAY_MS, tick0=first.strftime("%Y-%m-%d"))
+    span = (last - first).days
+    step = 1 if max_ticks is None and span <= SHORT_SPAN_DAYS else (
+        max(1, math.ceil((span + 1) / max_ticks)) if max_ticks else None)
+    if step:
+        fig.update_xaxes(dtick=DAY_MS * step, tick0=first.strftime("%Y-%m-%d"))
     pad = pd.Timedelta(days=pad_days)
     fig.update_xaxes(range=[(first - pad).strftime("%Y-%m-%d %H:%M"), (last + pad).strftime("%Y-%m-%d %H:%M")])
     return fig
@@ -93,17 +101,31 @@ def add_alert_markers(fig: go.Figure, points: pd.DataFrame, x: str = "run_date",
             text=labels, hovertemplate=f"{DATE_HOVER}<br>%{{y:{VALUE_FORMAT}}}<br>%{{text}}<extra>{severity}</extra>"))
 
 
-def add_events(fig: go.Figure, events: pd.DataFrame | None) -> None:
-    """A dotted vertical line and a short label per run with an `events` note (the full note on hover)."""
+EVENT_ROWS = 3  # run notes are staggered over this many lines at the top of the plot
+
+
+def event_note(day: object, note: str, row: int, dates: object, **where) -> dict:
+    """A run note's label: inside the top of the plot (above it sit the titles), a line lower for each earlier
+    note (`row`) so that notes of nearby runs do not overprint, and towards the middle of the runs `dates` (left of
+    its line in their second half) so that it stays inside its panel; the full note on hover."""
+    label = note if len(note) <= MAX_EVENT_LABEL else note[: MAX_EVENT_LABEL - 1] + "…"
+    days = pd.to_datetime(pd.Series(list(dates), dtype=object), errors="coerce").dropna()
+    late = len(days) > 0 and pd.Timestamp(day) > days.min() + (days.max() - days.min()) / 2
+    return {"x": day, "y": 1 - 0.09 * (row % EVENT_ROWS), "yanchor": "top", "xanchor": "right" if late else "left",
+            "showarrow": False,
+            "text": hover_text(label), "hovertext": hover_text(f"{pd.Timestamp(day):%Y-%m-%d}: {note}"),
+            "font": {"size": 10, "color": EVENT_COLOUR}, "bgcolor": "rgba(255,255,255,0.75)", **where}
+
+
+def add_events(fig: go.Figure, events: pd.DataFrame | None, dates: object = ()) -> None:
+    """A dotted vertical line and a short label per run with an `events` note (the full note on hover); `dates`:
+    the runs drawn."""
     if events is None:
         return
-    for day, note in zip(events["run_date"], events["events"]):
-        label = note if len(note) <= MAX_EVENT_LABEL else note[: MAX_EVENT_LABEL - 1] + "…"
+    for row, (day, note) in enumerate(zip(events["run_date"], events["events"])):
         fig.add_shape(type="line", x0=day, x1=day, y0=0, y1=1, yref="paper",
                       line={"color": EVENT_COLOUR, "width": 1, "dash": "dot"})
-        fig.add_annotation(x=day, y=1, yref="paper", yanchor="bottom", text=hover_text(label), showarrow=False,
-                           hovertext=hover_text(f"{pd.Timestamp(day):%Y-%m-%d}: {note}"),
-                           font={"size": 11, "color": EVENT_COLOUR})
+        fig.add_annotation(**event_note(day, note, row, dates, yref="paper"))
 
 
 def add_levels(fig: go.Figure, levels: Sequence[tuple[float, str]]) -> None:
@@ -178,13 +200,10 @@ def trend_figure(trend: pd.DataFrame, metric_label: str, points: pd.DataFrame | 
                 for first, last in _spans(mine.loc[mine["severity"] == severity, "run_date"]):
                     fig.add_vrect(x0=first - pd.Timedelta(hours=12), x1=last + pd.Timedelta(hours=12), line_width=0,
                                   fillcolor=_rgba(SEVERITY_COLOURS[severity], 0.14), layer="below", row=1, col=col)
-        for day, note in ([] if events is None else zip(events["run_date"], events["events"])):
+        for row, (day, note) in enumerate([] if events is None else zip(events["run_date"], events["events"])):
             fig.add_vline(x=day, line={"color": EVENT_COLOUR, "width": 1, "dash": "dot"}, row=1, col=col)
             if col == 1:
-                label = note if len(note) <= MAX_EVENT_LABEL else note[: MAX_EVENT_LABEL - 1] + "…"
-                fig.add_annotation(x=day, y=1, yref="y domain", yanchor="bottom", xanchor="left", showarrow=False,
-                                   text=hover_text(label), font={"size": 10, "color": EVENT_COLOUR},
-                                   hovertext=hover_text(f"{pd.Timestamp(day):%Y-%m-%d}: {note}"), row=1, col=1)
+                fig.add_annotation(**event_note(day, note, row, trend["run_date"], yref="y domain"), row=1, col=1)
     floors = trend["floor"].dropna().unique() if "floor" in trend else []
     for value in floors:
         fig.add_hline(y=float(value), line={"color": "#444444", "width": 1, "dash": "dash"},
@@ -194,11 +213,12 @@ def trend_figure(trend: pd.DataFrame, metric_label: str, points: pd.DataFrame | 
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"{severity} (shaded runs)",
                                      marker={"symbol": "square", "size": 12,
                                              "color": _rgba(SEVERITY_COLOURS[severity], 0.35)}))
-    _layout(fig, f"{metric_label} by pipeline", DATE_AXIS, f"{metric_label} (mean over questions, 0–1)", height=360)
+    _layout(fig, f"{metric_label} by pipeline", DATE_AXIS, f"{metric_label} (mean over questions, 0–1)", height=400)
     fig.update_yaxes(title_text=None, col=None)  # one y title, on the first panel: the panels share the axis
     fig.update_yaxes(title_text=f"{metric_label} (mean over questions, 0–1)", row=1, col=1)
-    fig.update_layout(legend={"orientation": "h", "yanchor": "bottom", "y": 1.12, "x": 0}, margin={"t": 90, "b": 50})
-    fig.update_xaxes(type="date", tickformat=DATE_TICKS, nticks=5)
+    # The legend at the foot (_layout's): above the panels it ran into the title, the panel titles and run notes.
+    fig.update_layout(legend=FOOT_LEGEND, margin={"t": 80, "b": 120})
+    date_axis(fig, trend["run_date"] if len(trend) else None, max_ticks=TREND_TICKS)
     if trend.empty:
         _empty(fig, "no runs in the chosen range")
     return fig
@@ -222,7 +242,7 @@ def lines_figure(frame: pd.DataFrame, group: str, title: str, y_title: str, *,
             hovertemplate=f"{DATE_HOVER}<br>{hover_text(label)}: %{{y:{value_format}}}<extra></extra>"))
     add_levels(fig, levels)
     add_alert_markers(fig, points)
-    add_events(fig, events)
+    add_events(fig, events, frame["run_date"] if len(frame) else ())
     _layout(fig, title, DATE_AXIS, y_title)
     date_axis(fig, frame["run_date"] if len(frame) else None)
     if not names:
@@ -351,7 +371,8 @@ def comparison_figure(frame: pd.DataFrame, group: str, title: str, y_title: str,
                 hovertemplate=f"{DATE_HOVER}<br>{hover_text(name)} {label}: %{{y:{VALUE_FORMAT}}}<extra></extra>"))
     add_alert_markers(fig, points)
     if start is not None:
-        add_events(fig, pd.DataFrame({"run_date": [pd.Timestamp(start)], "events": ["scenario starts"]}))
+        add_events(fig, pd.DataFrame({"run_date": [pd.Timestamp(start)], "events": ["scenario starts"]}),
+                   frame["run_date"] if len(frame) else ())
     _layout(fig, title, DATE_AXIS, y_title)
     date_axis(fig, frame["run_date"] if len(frame) else None)
     if not names:
@@ -428,6 +449,8 @@ def sparklines_figure(panels: Sequence[tuple[str, pd.DataFrame, str, pd.DataFram
     fig.update_layout(template="plotly_white", height=height, margin={"t": 28, "b": 24, "l": 36, "r": 8},
                       hovermode="closest")
     fig.update_annotations(font_size=12)
-    fig.update_xaxes(type="date", tickformat=DATE_TICKS, nticks=4, showgrid=False)
+    dates = [d for _, frame, *_ in panels for d in frame["run_date"]]
+    date_axis(fig, dates or None, max_ticks=SPARK_TICKS)
+    fig.update_xaxes(showgrid=False)
     fig.update_yaxes(nticks=4)
     return fig

@@ -24,8 +24,11 @@ EXIT_BAD_INPUT = 2
 EXIT_LOCKED = 3
 
 _BAD_INPUT = (DriftwatchError,)  # every domain error: one message, exit 2
-DASHBOARD_HOST = "127.0.0.1"  # the dashboard has no login: it is served to this machine only
 DASHBOARD_PORT = 8501  # Streamlit's own default
+DASHBOARD_ADDRESS = "server.address"  # the option of .streamlit/config.toml the dashboard is served on
+# The README quick start's dashboard command (tests/test_docs.py checks it is there): the demo names it when it was
+# built, from the checkout's root, where that command reads.
+CHECKOUT_DASHBOARD = "streamlit run app.py"
 DEMO_DATA_DIR = "data/demo-store"  # relative to the working directory, like every path given on the command line
 
 log = logging.getLogger("pipeline")
@@ -130,6 +133,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--config", help="settings to use (default ./monitor.toml if present, else built-in defaults)")
     demo.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
 
+    docs = sub.add_parser("documents", help="list the corpus's documents and their ids, for writing a gold set",
+                          description="List the documents of the data directory's corpus (title, source, date, "
+                                      "id) as it stood on --date (default: the last run), newest first: the ids "
+                                      "to put in gold.jsonl's relevant lists.")
+    docs.add_argument("--search", default=None, metavar="TEXT", help="only documents whose title or text holds TEXT (any case)")
+    docs.add_argument("--date", type=_date, default=None, metavar="D", help="the corpus as of this run date (default: the last)")
+    docs.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
+    _common(docs)
+
     sim = sub.add_parser("simulate", help="run a drift scenario in a sandbox copy of a data directory",
                          description="Copy a data directory (never written) into --out, apply a scenario on "
                                      "--date and re-run every later date there, for side-by-side comparison.")
@@ -218,9 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
     _common(metrics)
 
     dash = sub.add_parser("dashboard", aliases=["app"],
-                          help="serve the dashboard on 127.0.0.1 (the installed app.py, from any directory)",
+                          help="serve the dashboard to this machine only (the installed app.py, from any directory)",
                           description="Serve the Streamlit dashboard (app.py of the repository or of the installed "
-                                      "copy) on http://127.0.0.1:PORT, headless, over the data directory of "
+                                      "copy) on PORT of the address in its .streamlit/config.toml (this machine "
+                                      "only), with that file's settings, headless, over the data directory of "
                                       "--data-dir, $DRIFTWATCH_DATA_DIR or the config (--config, "
                                       "$DRIFTWATCH_CONFIG, ./monitor.toml), until interrupted. `app` is the same "
                                       "command under its old name.")
@@ -434,9 +447,19 @@ def _demo(args: argparse.Namespace) -> int:
         results = build_demo(base, target, days=args.days, drift_day=args.drift_day, progress=progress)
     print(_summary(results[-1]))
     print(f"demo history ({len(results)} runs) written to {target}")
-    read_by_default = _dashboard_dir(args.config) == target  # e.g. the data_dir of the shipped monitor.toml
-    print(f"open it with: {prog()} dashboard" + ("" if read_by_default else f" --data-dir {target}"))
+    print(f"open it with: {dashboard_hint(target, _dashboard_dir(args.config) == target)}")
     return EXIT_OK
+
+
+def dashboard_hint(target: Path, read_by_default: bool) -> str:
+    """The command that opens the dashboard on `target`: the README's quick-start command when run from the
+    checkout's root on the directory the dashboard reads by default (the shipped monitor.toml's data_dir), else
+    the dashboard command with --data-dir when the dashboard would not read `target` by itself."""
+    from pipeline.paths import APP_FILE, app_file
+
+    if read_by_default and (Path.cwd() / APP_FILE).resolve() == app_file().resolve():
+        return CHECKOUT_DASHBOARD
+    return f"{prog()} dashboard" + ("" if read_by_default else f" --data-dir {target}")
 
 
 def _dashboard_dir(config: str | None) -> Path | None:
@@ -451,8 +474,9 @@ def _dashboard_dir(config: str | None) -> Path | None:
 
 def _simulate(args: argparse.Namespace) -> int:
 
-    from pipeline.simulate import (Scenario, caught, check_metric, compare, default_start, results_table, run_dates,
-                                   simulate, source_config)
+    from pipeline.simulate import (Scenario, catch_verdict, caught, check_metric, compare, default_start,
+                                   results_table, run_dates, simulate, source_config)
+    from pipeline.views.simulate import caught_lines
 
     config_file = _config_file(args.config)
     fallback = load_config(config_file) if config_file else None
@@ -472,12 +496,28 @@ def _simulate(args: argparse.Namespace) -> int:
     print(f"{scenario.describe()} on {start}; sandbox: {result.sandbox} (source untouched: {result.source})")
     print(f"{args.metric}@{k}: original vs simulated")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    fired = caught(source, result.sandbox, start)
-    if fired.empty:
-        print("Would the alerts catch this? No: no rule fired in the sandbox that did not fire in the original.")
-    else:
-        print(f"Would the alerts catch this? {len(fired)} condition(s) fired in the sandbox and not in the original:")
-        print(fired.to_string(index=False))
+    compared = caught(source, result.sandbox, start)
+    print(f"Would the alerts catch this? {catch_verdict(compared, start)}")
+    print("\n".join(f"  {line}" for line in caught_lines(compared)))
+    return EXIT_OK
+
+
+def _documents(args: argparse.Namespace) -> int:
+    import json
+
+    from pipeline.documents import COLUMNS, list_documents
+    from pipeline.views import resolve_data_dir
+
+    data_dir = resolve_data_dir(args.config, args.data_dir)
+    listed = list_documents(data_dir, search=args.search, day=args.date)
+    if args.json:
+        print("\n".join(json.dumps(d.row(), ensure_ascii=False) for d in listed))
+    elif listed:
+        import pandas as pd
+
+        print(pd.DataFrame([d.row() for d in listed], columns=list(COLUMNS)).to_string(index=False))
+    print(f"{len(listed)} document(s) in {data_dir}" + (f" holding {args.search!r}" if args.search else ""),
+          file=sys.stderr)
     return EXIT_OK
 
 
@@ -545,7 +585,7 @@ def _dashboard(args: argparse.Namespace) -> int:
     import subprocess
 
     from pipeline.config import ENV_CONFIG, ENV_DATA_DIR
-    from pipeline.paths import app_file
+    from pipeline.paths import app_file, dashboard_flags, dashboard_options
     from pipeline.views import resolve_data_dir
 
     env = dict(os.environ)
@@ -557,16 +597,16 @@ def _dashboard(args: argparse.Namespace) -> int:
     if not script.is_file():
         print(f"error: the dashboard is missing ({script} not found): reinstall driftwatch", file=sys.stderr)
         return EXIT_BAD_INPUT
+    host = str(dashboard_options()[DASHBOARD_ADDRESS])
     try:  # said now, in one line, rather than by streamlit after its start-up
-        with socket.create_server((DASHBOARD_HOST, args.port)):
+        with socket.create_server((host, args.port)):
             pass
     except OSError as exc:
-        print(f"error: cannot serve on {DASHBOARD_HOST}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"error: cannot serve on {host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    # .streamlit/config.toml is read from the working directory only: the settings that matter go on the line.
-    command = [sys.executable, "-m", "streamlit", "run", str(script), "--server.address", DASHBOARD_HOST,
-               "--server.port", str(args.port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
-               "--client.showSidebarNavigation", "false", *args.streamlit_args]
+    # .streamlit/config.toml is read from the working directory only: its settings go on the line.
+    command = [sys.executable, "-m", "streamlit", "run", str(script), *dashboard_flags(),
+               "--server.port", str(args.port), "--server.headless", "true", *args.streamlit_args]
     child = subprocess.Popen(command, env=env)
     stopping = False
 
@@ -576,7 +616,7 @@ def _dashboard(args: argparse.Namespace) -> int:
         child.terminate()
 
     previous = signal.signal(signal.SIGTERM, stop)
-    print(f"serving the dashboard of {data_dir} on http://{DASHBOARD_HOST}:{args.port}", file=sys.stderr, flush=True)
+    print(f"serving the dashboard of {data_dir} on http://{host}:{args.port}", file=sys.stderr, flush=True)
     try:
         code = child.wait()
     except KeyboardInterrupt:  # Ctrl-C reaches streamlit too (the same process group), which stops on it
@@ -632,8 +672,8 @@ def _serve_metrics(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": _run, "backfill": _backfill, "rebaseline": _rebaseline, "eval": _eval, "demo": _demo,
-            "simulate": _simulate, "report": _report, "evidently-report": _evidently_report, "init": _init,
-            "check": _check, "accept-edits": _accept_edits,
+            "simulate": _simulate, "documents": _documents, "report": _report, "evidently-report": _evidently_report,
+            "init": _init, "check": _check, "accept-edits": _accept_edits,
             "dashboard": _dashboard,
             "app": _dashboard, "export": _export, "serve-metrics": _serve_metrics}
 

@@ -214,6 +214,16 @@ def demo_generation(config: Config):
                                k=min(ANSWERS_K, config.retrieval.candidate_depth))
 
 
+DEMO_HOME_SUFFIX = "-demo"
+
+
+def demo_home(data_dir: Path) -> Path:
+    """Where the dashboard builds the demo for a data directory without history: a folder of its own beside it
+    (`<name>-demo`), never the data directory itself, which the team's own runs are to fill."""
+    data_dir = Path(data_dir).resolve()
+    return data_dir.with_name(f"{data_dir.name or 'data'}{DEMO_HOME_SUFFIX}")
+
+
 def build_demo(base: Config, data_dir: Path, *, days: int = MAX_RUNS, drift_day: date | None = None,
                progress: Callable[[object], None] | None = None) -> list:
     """Backfill `days` daily runs of the bundled demo into `data_dir` (from day 6, 2026-10-24).

@@ -33,7 +33,7 @@ SCENARIOS = ("offtopic", "near-duplicates", INJECT, "delete", "embedder")
 PACK_SCENARIOS = ("offtopic", "near-duplicates")  # the bundled packs
 SANDBOX_FILE = "sandbox.json"
 SIMULATED_PREFIX = "sim-"  # injected documents' ids: never one of the corpus's own
-FIRED_COLUMNS = ("rule", "pipeline", "series", "first", "severity", "runs")
+CAUGHT_COLUMNS = ("rule", "pipeline", "series", "caught", "original", "earlier", "severity", "runs", "answer")
 
 
 class SimulationError(DriftwatchError):
@@ -321,29 +321,74 @@ def results_table(compared: pd.DataFrame, start: date | None = None) -> pd.DataF
 _RANK = {WARNING: 1, ALERT: 2}
 
 
-def fired_only_in_sandbox(original: pd.DataFrame, simulated: pd.DataFrame, start: date) -> pd.DataFrame:
-    """"Would the alerts catch this?": the conditions (`alerts.condition_of`: a pipeline's drop or slow drift in
-    any of its series, any other rule per series) that fired in the sandbox on or after `start` and never fired
-    in the original from `start` on. One row per condition: rule, pipeline, series (the metrics it fired on, in
-    the order they did), first (its first date in the sandbox), severity (the most severe) and runs (dates it
-    fired on); earliest first."""
-    def from_start(frame: pd.DataFrame) -> pd.DataFrame:
-        rows = frame[frame[contract.RUN_DATE].dt.date >= start]
-        return rows.assign(_condition=[condition_of(r, p, m) for r, p, m in
-                                       zip(rows["rule"], rows["pipeline"].fillna(""), rows["metric"])])
+def _firsts(frame: pd.DataFrame, start: date) -> dict[tuple, dict]:
+    """Per condition (`alerts.condition_of`) fired on or after `start`: its rows from `start` (oldest first), the
+    first date it fired from `start` and its onset: that date, or the first run of its streak (`since`) when the
+    streak was already open before `start`."""
+    rows = frame[frame[contract.RUN_DATE].dt.date >= start].sort_values(contract.RUN_DATE, kind="stable")
+    rows = rows.assign(_condition=[condition_of(r, p, m) for r, p, m in
+                                   zip(rows["rule"], rows["pipeline"].fillna(""), rows["metric"])])
+    out = {}
+    for condition, group in rows.groupby("_condition", sort=False):
+        first = group[contract.RUN_DATE].iloc[0].date()
+        since = pd.to_datetime(group["since"].iloc[0], errors="coerce") if "since" in group else pd.NaT
+        onset = min(first, since.date()) if not pd.isna(since) else first
+        out[condition] = {"rows": group, "first": first, "onset": onset}
+    return out
 
-    before = set(from_start(original)["_condition"])
-    fired = from_start(simulated)
-    fired = fired[~fired["_condition"].isin(before)].sort_values(contract.RUN_DATE, kind="stable")
-    rows = [{"rule": condition[0], "pipeline": condition[1], "series": ", ".join(dict.fromkeys(group["metric"])),
-             "first": group[contract.RUN_DATE].min().date(),
-             "severity": max(group["severity"], key=lambda s: _RANK.get(s, 0)),
-             "runs": group[contract.RUN_DATE].nunique()}
-            for condition, group in fired.groupby("_condition", sort=False)]
-    out = pd.DataFrame(rows, columns=list(FIRED_COLUMNS))
-    return out.sort_values(["first", "rule", "pipeline"], kind="stable").reset_index(drop=True)
+
+def catch_sentence(caught_on: date, original: date | None, start: date) -> str:
+    """One condition's answer, date against date: "caught on D (the original: not until D' / never)", or, when the
+    original fired it as early or earlier, that it did and when."""
+    if original is None:
+        return f"caught on {caught_on} (the original: never, from {start} on)"
+    if original > caught_on:
+        return f"caught on {caught_on} (the original: not until {original})"
+    if original == caught_on:
+        return f"not earlier: the original fired it too, on the same day ({original})"
+    when = f"on {original}, before the change on {start}" if original < start else f"on {original}"
+    return f"not earlier: the original fired it too, {when} (the sandbox on {caught_on})"
+
+
+def compare_conditions(original: pd.DataFrame, simulated: pd.DataFrame, start: date) -> pd.DataFrame:
+    """"Would the alerts catch this?", condition by condition and date by date. One row per condition
+    (`alerts.condition_of`: a pipeline's drop or slow drift in any of its series, any other rule per series) that
+    fired in the sandbox on or after `start`: rule, pipeline, series (the metrics it fired on, in the order they
+    did), caught (its first date in the sandbox from `start`), original (the first date the original fired it
+    from `start`, or the first run of a streak the original had open at `start`; None: never), earlier (the
+    sandbox fired it before the original did, or the original never did), severity (the most severe), runs
+    (dates it fired on in the sandbox) and answer (`catch_sentence`). A sandbox streak open before `start` was
+    the original's too (the sandbox keeps the original's rows before `start`). Earliest first."""
+    before, after = _firsts(original, start), _firsts(simulated, start)
+    rows = []
+    for condition, fired in after.items():
+        theirs = before.get(condition)
+        dates = [d for d in (theirs and theirs["onset"], fired["onset"] if fired["onset"] < start else None) if d]
+        first_original = min(dates) if dates else None
+        group = fired["rows"]
+        rows.append({"rule": condition[0], "pipeline": condition[1],
+                     "series": ", ".join(dict.fromkeys(group["metric"])), "caught": fired["first"],
+                     "original": first_original,
+                     "earlier": first_original is None or first_original > fired["first"],
+                     "severity": max(group["severity"], key=lambda s: _RANK.get(s, 0)),
+                     "runs": group[contract.RUN_DATE].nunique(),
+                     "answer": catch_sentence(fired["first"], first_original, start)})
+    out = pd.DataFrame(rows, columns=list(CAUGHT_COLUMNS))
+    return out.sort_values(["caught", "rule", "pipeline"], kind="stable").reset_index(drop=True)
+
+
+def catch_verdict(compared: pd.DataFrame, start: date) -> str:
+    """The headline of `compare_conditions`: Yes when the sandbox fired a condition before the original did."""
+    if compared.empty:
+        return f"No: no rule fired in the sandbox from {start} on."
+    earlier = int(compared["earlier"].sum())
+    if earlier:
+        return (f"Yes: {earlier} of the {len(compared)} condition(s) the sandbox fired from {start} on fired there "
+                "before the original fired them, or fired there only.")
+    return (f"No: each of the {len(compared)} condition(s) the sandbox fired from {start} on fired in the original "
+            "too, as early or earlier.")
 
 
 def caught(source: Path, sandbox: Path, start: date) -> pd.DataFrame:
-    """`fired_only_in_sandbox` for the alerts.csv of a source and its sandbox."""
-    return fired_only_in_sandbox(store.read(source, contract.ALERTS), store.read(sandbox, contract.ALERTS), start)
+    """`compare_conditions` for the alerts.csv of a source and its sandbox."""
+    return compare_conditions(store.read(source, contract.ALERTS), store.read(sandbox, contract.ALERTS), start)

@@ -27,9 +27,10 @@ from pipeline.views import simulate as simulate_views
 from pipeline.views import weekly as weekly_views
 from pipeline.cli import main
 from pipeline.config import Config
-from pipeline.demo import FIRST_RUN_DAY, build_demo, demo_date
+from pipeline.demo import FIRST_RUN_DAY, build_demo, demo_date, demo_home
 from pipeline.gold import load_gold
-from pipeline.simulate import caught, compare, discard_sandbox, results_table
+from pipeline.simulate import catch_verdict, caught, compare, discard_sandbox, results_table
+from pipeline.views.simulate import caught_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
@@ -420,12 +421,12 @@ def test_simulation_runs_in_a_sandbox_and_is_discarded(history, open_app):
     assert "injected 20 near-duplicates" in store.read_runs(sandbox)["events"].iloc[-1]
     # the rules' answer and the delta chart
     assert "Would the alerts catch this?" in [h.value for h in at.subheader]
-    fired = caught(history, sandbox, last)
-    if fired.empty:
-        assert any(i.value.startswith("No: no rule fired in the sandbox") for i in at.info)
-    else:
-        assert table(at, "sim_caught")[["rule", "pipeline", "series"]].values.tolist() == \
-            fired[["rule", "pipeline", "series"]].values.tolist()
+    compared = caught(history, sandbox, last)
+    boxes = at.get_by_key("sim_verdict")
+    assert [literal(box.value) for box in (*boxes.info, *boxes.success)] == [catch_verdict(compared, last)]
+    shown_lines = [literal(m.value) for m in at.get_by_key("sim_caught").markdown]
+    assert shown_lines == (["\n".join(f"- {line}" for line in caught_lines(compared))] if len(compared) else [])
+    assert str(sandbox) not in "".join(c.value for c in at.caption)  # no path of the server's machine
     delta = {t["name"]: t["y"] for t in figure(at, "sim_delta_chart")["data"] if t.get("mode") == "lines+markers"}
     hybrid = expected[expected["pipeline"] == "hybrid"]
     assert delta["hybrid"] == pytest.approx(hybrid["change"].tolist())
@@ -522,16 +523,24 @@ def test_a_simulation_meeting_a_bad_gold_set_says_so_and_keeps_the_page(history,
     assert at.get_by_key("sim_chart")  # the page goes on: the original series are still drawn
 
 
-def test_the_empty_state_builds_the_demo_then_shows_it(tmp_path, open_app):
+def test_the_empty_state_builds_the_demo_into_a_directory_of_its_own_then_shows_it(tmp_path, open_app):
     data_dir = tmp_path / "new"
+    home = demo_home(data_dir)
     at = open_app(data_dir)
+    assert str(home) in literal(at.info[0].value)  # where the demo will go, said before the click
     at.number_input(key="demo_days").set_value(1)
     at.button(key="demo_build").click()
     rerun(at)
-    runs = store.read_runs(data_dir)
+    assert store.read_runs(data_dir).empty and not (data_dir / contract.RUNS).exists()  # the team's directory
+    runs = store.read_runs(home)
     assert len(runs) == 1 and runs["run_date"].iloc[0].date() == demo_date(FIRST_RUN_DAY)
     assert [t.value for t in at.title] == ["Overview"]
     assert len(at.metric) >= 12
+    # another session on the still-empty directory: the demo built there is offered, not built again
+    again = open_app(data_dir)
+    again.button(key="demo_open").click()
+    rerun(again)
+    assert [t.value for t in again.title] == ["Overview"]
 
 
 # --- every page on a one-day and a year-long history (the empty one: test_empty_directory_shows_...) ----------

@@ -193,3 +193,55 @@ def test_composition_steps_and_alert_counts_are_integers():
     assert comp.data[0].line.shape == "hv"
     counts = pd.DataFrame({"run_date": days, "severity": "alert", "alerts": [1, 2]})
     assert charts.alerts_timeline_figure(counts).layout.yaxis.tickformat == "d"
+
+
+def tick_labels(axis) -> list[str]:
+    """The date labels a daily axis prints: from tick0 every dtick across its range, formatted as plotly does."""
+    assert axis.dtick is not None and axis.dtick % charts.DAY_MS == 0, "ticks less than a day apart repeat dates"
+    first, last = (pd.Timestamp(x) for x in axis.range)
+    ticks = pd.date_range(pd.Timestamp(axis.tick0), last, freq=pd.Timedelta(milliseconds=axis.dtick))
+    return [f"{t:%b %d}" for t in ticks if t >= first]
+
+
+def x_axes(fig: go.Figure) -> list:
+    return [fig.layout[name] for name in fig.layout if name.startswith("xaxis")]
+
+
+@pytest.mark.parametrize("days", [2, 3, 30], ids=["two-runs", "three-runs", "a-month"])
+def test_trends_axes_span_the_data_and_print_each_date_once(days):
+    dates = pd.date_range("2026-10-24", periods=days, freq="D")
+    trend = pd.concat([trend_frame().iloc[:0]] + [pd.DataFrame({"run_date": dates, "pipeline": p, "value": 0.5})
+                                                  for p in ("bm25", "dense", "hybrid")])
+    fig = charts.trend_figure(trend, "recall@5")
+    axes = x_axes(fig)
+    assert len(axes) == 3
+    for axis in axes:  # a month past the data was the issue's axis
+        assert pd.Timestamp(axis.range[0]) >= dates[0] - pd.Timedelta(days=1)
+        assert pd.Timestamp(axis.range[1]) <= dates[-1] + pd.Timedelta(days=1)
+        labels = tick_labels(axis)
+        assert len(labels) == len(set(labels)) and 1 <= len(labels) <= charts.TREND_TICKS
+
+
+def test_trends_legend_sits_at_the_foot_and_run_notes_inside_the_panel():
+    events = pd.DataFrame({"run_date": DAYS[1:], "events": ["drift event: packs flow in", "injected 40 documents"]})
+    fig = charts.trend_figure(trend_frame(), "recall@5", None, events)
+    legend = fig.layout.legend
+    assert legend.yref == "container" and legend.y == 0 and legend.yanchor == "bottom"  # under the x-axis title
+    titles = [a for a in fig.layout.annotations if a.text in ("bm25", "dense")]  # the panel titles, above the panels
+    assert all(a.yanchor == "bottom" and a.y >= 1 for a in titles)
+    notes = [a for a in fig.layout.annotations if a.hovertext]
+    assert len(notes) == 2 and all(a.yanchor == "top" and a.y <= 1 for a in notes)  # below the panel's top edge
+    assert len({a.y for a in notes}) == 2  # the notes of adjacent runs on different lines
+    # towards the middle of the runs, so a late note stays in its panel rather than running into the next
+    assert [a.xanchor for a in notes] == ["left", "right"]  # 11-03 is the middle of 11-02..11-04, 11-04 past it
+
+
+@pytest.mark.parametrize("days", [1, 2, 3, 9], ids=["one", "two", "three", "nine"])
+def test_sparklines_with_few_runs_print_each_date_once(days):
+    dates = pd.date_range("2026-10-24", periods=days, freq="D")
+    frame = pd.DataFrame({"run_date": dates, "value": 0.5, "reference": math.nan})
+    fig = charts.sparklines_figure([("recall@5", frame, "ok", None), ("mrr@5", frame, "warning", None)])
+    for axis in x_axes(fig):
+        labels = tick_labels(axis)
+        assert labels and len(labels) == len(set(labels)) and len(labels) <= charts.SPARK_TICKS
+        assert pd.Timestamp(axis.range[1]) <= dates[-1] + pd.Timedelta(days=1)

@@ -218,3 +218,54 @@ def test_simulate_with_a_bad_pack_file_names_it_and_writes_nothing(demo_store, t
                  "--out", str(out)]) == EXIT_BAD_INPUT
     assert f"error: {message.format(path=pack)}" in capsys.readouterr().err
     assert not out.exists() and not (tmp_path / ".sandbox.partial").exists()
+
+
+# --- `documents`: the ids for a gold set ------------------------------------------------------------------------
+
+
+def test_documents_lists_the_corpus_with_ids_for_a_gold_set(demo_store, capsys):
+    data_dir, _ = demo_store
+    last = demo_date(FIRST_RUN_DAY + 2)
+    with Corpus.in_dir(data_dir, readonly=True) as corpus:
+        present = {s.document.id: s.document for s in corpus.snapshot(last)}
+        first_day = {s.document.id for s in corpus.snapshot(demo_date(FIRST_RUN_DAY))}
+    assert main(["documents", "--data-dir", str(data_dir), "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {r["id"] for r in rows} == set(present) and list(rows[0]) == ["title", "source", "date", "id"]
+    assert [r["date"] for r in rows] == sorted((r["date"] for r in rows), reverse=True)  # newest first
+    some = rows[0]
+    assert some["title"] == present[some["id"]].title and some["source"] == present[some["id"]].source
+    # --search: title or text, any case; --date: the corpus as it stood then
+    word = present[some["id"]].title.split()[-1]
+    assert main(["documents", "--data-dir", str(data_dir), "--json", "--search", word.upper()]) == 0
+    found = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert some["id"] in {r["id"] for r in found}
+    assert all(word.casefold() in (present[r["id"]].title + present[r["id"]].text).casefold() for r in found)
+    assert main(["documents", "--data-dir", str(data_dir), "--json", "--date", str(demo_date(FIRST_RUN_DAY))]) == 0
+    assert {json.loads(line)["id"] for line in capsys.readouterr().out.splitlines()} == first_day
+    assert main(["documents", "--data-dir", str(data_dir), "--search", some["id"] + "-no-such-text"]) == 0
+    table = capsys.readouterr()
+    assert table.out == "" and "0 document(s)" in table.err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--date", "2020-01-01"], "--date 2020-01-01 is before the first run of {data_dir} (2026-10-24)"),
+    (["--data-dir", "{empty}"], "{empty}: no corpus yet"),
+], ids=["before-history", "no-corpus"])
+def test_documents_refuses_what_it_cannot_list(demo_store, tmp_path, capsys, args, message):
+    data_dir, _ = demo_store
+    given = [a.format(empty=tmp_path) for a in args]
+    assert main(["documents", "--data-dir", str(data_dir), *given]) == EXIT_BAD_INPUT
+    assert message.format(data_dir=data_dir, empty=tmp_path) in capsys.readouterr().err
+
+
+def test_the_demo_names_the_readme_dashboard_command(demo_store, monkeypatch):
+    from pipeline.cli import CHECKOUT_DASHBOARD, dashboard_hint
+    from pipeline.paths import bundle_root
+
+    data_dir, _ = demo_store
+    monkeypatch.chdir(bundle_root())  # the quick start: the checkout's root, the directory read by default
+    assert dashboard_hint(data_dir, True) == CHECKOUT_DASHBOARD
+    assert dashboard_hint(data_dir, False) == f"python -m pipeline dashboard --data-dir {data_dir}"
+    monkeypatch.chdir(data_dir)  # elsewhere, `streamlit run app.py` would find no app.py
+    assert dashboard_hint(data_dir, True) == "python -m pipeline dashboard"

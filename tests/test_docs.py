@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from pipeline import contract, docgen
-from pipeline.cli import build_parser
+from pipeline.cli import CHECKOUT_DASHBOARD, build_parser
 from pipeline.config import TARGET_KEYS, Config, ExportConfig, SourceConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,6 +67,10 @@ def test_the_readme_gives_the_two_quick_start_commands_as_ci_runs_them():
     blocks = fenced_blocks(README.read_text(encoding="utf-8"), "bash")
     assert [b.strip() for b in blocks[:2]] == QUICK_START
     assert (ROOT / ".ci" / "run").stat().st_mode & 0o111
+
+
+def test_the_quick_start_ends_with_the_dashboard_command_the_demo_names():
+    assert QUICK_START[0].endswith(f"&& {CHECKOUT_DASHBOARD}")  # the demo's last line names it (cli.dashboard_hint)
 
 
 def test_the_readme_shows_the_overview_and_links_every_page():

@@ -22,6 +22,7 @@ import pytest
 from playwright.sync_api import expect
 
 from pipeline.cli import EXIT_BAD_INPUT, main
+from tests.test_browser_pages import listening_addresses
 from tests.test_browser import EXCEPTION, PAGE_TIMEOUT, browser, wait_until_idle  # noqa: F401 (browser: a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,6 +146,7 @@ def test_driftwatch_dashboard_serves_the_overview_from_the_installed_copy(venv, 
     elsewhere.mkdir()
     built = run(venv, "driftwatch", "demo", "--days", "1", "--data-dir", str(store), cwd=elsewhere)
     assert built.returncode == 0, built.stderr
+    assert built.stdout.splitlines()[-1] == f"open it with: driftwatch dashboard --data-dir {store}"
     port, log = _free_port(), tmp_path / "dashboard.log"
     url = f"http://127.0.0.1:{port}"
     with log.open("wb") as out:  # its own session: whatever it leaves behind is found (and killed) by group
@@ -168,8 +170,11 @@ def test_driftwatch_dashboard_serves_the_overview_from_the_installed_copy(venv, 
             expect(tab.locator(EXCEPTION)).to_have_count(0)
             expect(tab.locator("h1").filter(has_text="Overview")).to_have_count(1)
             expect(tab.locator(".st-key-overview_chart")).to_be_attached()
+            # the shipped .streamlit/config.toml's settings, passed on the command line from any directory
+            expect(tab.locator('[data-testid="stAppDeployButton"]')).to_have_count(0)
         finally:
             context.close()
+        assert listening_addresses(port) == {"127.0.0.1"}
         proc.terminate()  # the driftwatch process only, as a service manager would
         assert proc.wait(timeout=30) == 0
         assert not _group_alive(proc.pid), "streamlit outlived driftwatch dashboard"
@@ -196,3 +201,20 @@ def test_every_package_of_pipeline_is_installed():
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "pipeline").rglob("__init__.py")}
     assert found <= listed, f"pyproject.toml's packages lack {sorted(found - listed)}"
+
+
+def test_the_dashboard_settings_have_one_owner_shipped_in_the_wheel():
+    """`streamlit run app.py` reads .streamlit/config.toml; `driftwatch dashboard` passes the same file's settings
+    (the installed copy carries it: pyproject's package data), so both serve 127.0.0.1 without a Deploy button."""
+    import tomllib
+
+    from pipeline.paths import STREAMLIT_CONFIG, dashboard_flags, dashboard_options
+
+    options = dashboard_options()
+    assert options["server.address"] == "127.0.0.1" and options["client.toolbarMode"] == "minimal"
+    assert options["browser.gatherUsageStats"] is False and options["client.showSidebarNavigation"] is False
+    flags = dashboard_flags()
+    assert dict(zip(flags[::2], flags[1::2])) == {f"--{k}": str(v).lower() if isinstance(v, bool) else str(v)
+                                                  for k, v in options.items()}
+    shipped = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert STREAMLIT_CONFIG.as_posix() in shipped["driftwatch_files"]

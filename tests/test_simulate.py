@@ -1,5 +1,5 @@
-"""Simulate's answer to "would the alerts catch this?": the conditions that fired in the sandbox and not in the
-original, on hand-made alerts.csv frames; and the pack file of the inject scenario."""
+"""Simulate's answer to "would the alerts catch this?": each condition the sandbox fired, dated against the original,
+on hand-made alerts.csv frames; and the pack file of the inject scenario."""
 
 from __future__ import annotations
 
@@ -10,25 +10,27 @@ import pytest
 
 from pipeline import contract, store
 from pipeline.contract import ALERT, DRIFT_RULE, DROP, FLOOR, SLOW_DRIFT, WARNING
-from pipeline.simulate import (FIRED_COLUMNS, INJECT, SIMULATED_PREFIX, Scenario, SimulationError, default_start,
-                               fired_only_in_sandbox, read_pack)
+from pipeline.simulate import (CAUGHT_COLUMNS, INJECT, SIMULATED_PREFIX, Scenario, SimulationError, catch_verdict,
+                               compare_conditions, default_start, read_pack)
 from pipeline.sources import FeedError
 
 START = date(2026, 11, 10)
 
 
 def alerts(*rows) -> pd.DataFrame:
-    """alerts.csv rows from (run_date, rule, pipeline, metric, severity)."""
+    """alerts.csv rows from (run_date, rule, pipeline, metric, severity[, since])."""
     frame = pd.DataFrame([{c: "" for c in contract.ALERTS_COLUMNS} | {"run_date": d, "rule": r, "pipeline": p,
-                                                                    "metric": m, "severity": s, "value": 0.5}
-                          for d, r, p, m, s in rows], columns=list(contract.ALERTS_COLUMNS))
+                                                                    "metric": m, "severity": s, "value": 0.5,
+                                                                    "since": since[0] if since else d}
+                          for d, r, p, m, s, *since in rows], columns=list(contract.ALERTS_COLUMNS))
     return frame.assign(run_date=pd.to_datetime(frame["run_date"]))
 
 
 ORIGINAL = alerts(
     ("2026-11-08", DROP, "bm25", "recall@5", ALERT),   # before the start: does not count
-    ("2026-11-11", DRIFT_RULE, "", "corpus", WARNING),       # fired in both: not an answer
+    ("2026-11-11", DRIFT_RULE, "", "corpus", WARNING),       # fired in both, the same day
     ("2026-11-12", DROP, "hybrid", "mrr@5", WARNING),   # hybrid's drop, in another series than the sandbox's
+    ("2026-11-14", FLOOR, "dense", "hit@5", WARNING),   # fired later in the original
 )
 SANDBOX = alerts(
     ("2026-11-08", DROP, "bm25", "recall@5", ALERT),
@@ -36,39 +38,90 @@ SANDBOX = alerts(
     ("2026-11-11", DROP, "bm25", "hit@5", ALERT),       # the same condition in another series, escalated
     ("2026-11-11", DROP, "bm25", "recall@5", ALERT),
     ("2026-11-11", DRIFT_RULE, "", "corpus", ALERT),
-    ("2026-11-12", DROP, "hybrid", "recall@5", ALERT),  # one condition per pipeline: hybrid's drop fired in both
+    ("2026-11-13", DROP, "hybrid", "recall@5", ALERT),  # one condition per pipeline: the original's came a day before
     ("2026-11-12", FLOOR, "dense", "recall@5", ALERT),  # floors are per series
     ("2026-11-12", FLOOR, "dense", "hit@5", WARNING),
     ("2026-11-13", SLOW_DRIFT, "dense", "ndcg@5", WARNING),
 )
 
 
-def test_the_conditions_fired_in_the_sandbox_and_not_in_the_original():
-    fired = fired_only_in_sandbox(ORIGINAL, SANDBOX, START)
-    assert list(fired.columns) == list(FIRED_COLUMNS)
-    assert fired.to_dict("records") == [
-        {"rule": DROP, "pipeline": "bm25", "series": "recall@5, hit@5", "first": date(2026, 11, 10),
-         "severity": ALERT, "runs": 2},
-        {"rule": FLOOR, "pipeline": "dense", "series": "recall@5", "first": date(2026, 11, 12),
-         "severity": ALERT, "runs": 1},
-        {"rule": FLOOR, "pipeline": "dense", "series": "hit@5", "first": date(2026, 11, 12),
-         "severity": WARNING, "runs": 1},
-        {"rule": SLOW_DRIFT, "pipeline": "dense", "series": "ndcg@5", "first": date(2026, 11, 13),
-         "severity": WARNING, "runs": 1},
+def test_each_condition_the_sandbox_fired_is_dated_against_the_original():
+    compared = compare_conditions(ORIGINAL, SANDBOX, START)
+    assert list(compared.columns) == list(CAUGHT_COLUMNS)
+    d = lambda day: date(2026, 11, day)  # noqa: E731
+    assert compared.drop(columns="answer").to_dict("records") == [
+        {"rule": DROP, "pipeline": "bm25", "series": "recall@5, hit@5", "caught": d(10), "original": None,
+         "earlier": True, "severity": ALERT, "runs": 2},
+        {"rule": DRIFT_RULE, "pipeline": "", "series": "corpus", "caught": d(11), "original": d(11),
+         "earlier": False, "severity": ALERT, "runs": 1},
+        {"rule": FLOOR, "pipeline": "dense", "series": "recall@5", "caught": d(12), "original": None,
+         "earlier": True, "severity": ALERT, "runs": 1},
+        {"rule": FLOOR, "pipeline": "dense", "series": "hit@5", "caught": d(12), "original": d(14),
+         "earlier": True, "severity": WARNING, "runs": 1},
+        {"rule": DROP, "pipeline": "hybrid", "series": "recall@5", "caught": d(13), "original": d(12),
+         "earlier": False, "severity": ALERT, "runs": 1},
+        {"rule": SLOW_DRIFT, "pipeline": "dense", "series": "ndcg@5", "caught": d(13), "original": None,
+         "earlier": True, "severity": WARNING, "runs": 1},
     ]
+    assert compared["answer"].tolist() == [
+        "caught on 2026-11-10 (the original: never, from 2026-11-10 on)",
+        "not earlier: the original fired it too, on the same day (2026-11-11)",
+        "caught on 2026-11-12 (the original: never, from 2026-11-10 on)",
+        "caught on 2026-11-12 (the original: not until 2026-11-14)",
+        "not earlier: the original fired it too, on 2026-11-12 (the sandbox on 2026-11-13)",
+        "caught on 2026-11-13 (the original: never, from 2026-11-10 on)",
+    ]
+    assert catch_verdict(compared, START).startswith("Yes: 4 of the 6 condition(s)")
 
 
-def test_an_alert_before_the_start_in_the_original_does_not_hide_one_after_it():
-    original = alerts(("2026-11-09", DROP, "bm25", "recall@5", ALERT))
-    sandbox = alerts(("2026-11-09", DROP, "bm25", "recall@5", ALERT), ("2026-11-10", DROP, "bm25", "recall@5", ALERT))
-    assert fired_only_in_sandbox(original, sandbox, START)["first"].tolist() == [START]
-    assert fired_only_in_sandbox(sandbox, sandbox, START).empty  # the same alerts: nothing new
+INJECTED = date(2026, 11, 5)
+
+
+def test_an_original_with_its_own_later_incident_does_not_hide_the_sandboxs_earlier_catch():
+    """The issue's case: injected on 11-05, corpus drift paged that day in the sandbox; the original's own corpus
+    drift came on 11-13. A comparison without dates answered No."""
+    original = alerts(("2026-11-13", DRIFT_RULE, "", "corpus", ALERT), ("2026-11-14", DRIFT_RULE, "", "corpus", ALERT,
+                                                                       "2026-11-13"))
+    sandbox = alerts(("2026-11-05", DRIFT_RULE, "", "corpus", ALERT), ("2026-11-13", DRIFT_RULE, "", "corpus", ALERT),
+                     ("2026-11-14", DRIFT_RULE, "", "corpus", ALERT, "2026-11-13"))
+    compared = compare_conditions(original, sandbox, INJECTED)
+    assert compared["answer"].tolist() == ["caught on 2026-11-05 (the original: not until 2026-11-13)"]
+    assert catch_verdict(compared, INJECTED).startswith("Yes: 1 of the 1 condition(s)")
+
+
+def test_an_original_with_an_earlier_incident_is_no_catch():
+    """The original's incident was open before the change (11-03, 11-04) and the sandbox's firing on 11-05 only
+    continues its streak (since 11-03): not a catch. A comparison from the start on only answered Yes."""
+    history = [("2026-11-03", DRIFT_RULE, "", "corpus", ALERT), ("2026-11-04", DRIFT_RULE, "", "corpus", ALERT,
+                                                                "2026-11-03")]
+    original = alerts(*history)
+    sandbox = alerts(*history, ("2026-11-05", DRIFT_RULE, "", "corpus", ALERT, "2026-11-03"))
+    compared = compare_conditions(original, sandbox, INJECTED)
+    assert compared["answer"].tolist() == [
+        "not earlier: the original fired it too, on 2026-11-03, before the change on 2026-11-05 "
+        "(the sandbox on 2026-11-05)"]
+    assert catch_verdict(compared, INJECTED) == ("No: each of the 1 condition(s) the sandbox fired from 2026-11-05 "
+                                                 "on fired in the original too, as early or earlier.")
+    # the original's earlier incident on or after the change: the sandbox's later firing is no catch either
+    original = alerts(("2026-11-06", DROP, "bm25", "recall@5", ALERT))
+    sandbox = alerts(("2026-11-08", DROP, "bm25", "recall@5", ALERT))
+    assert compare_conditions(original, sandbox, INJECTED)["answer"].tolist() == [
+        "not earlier: the original fired it too, on 2026-11-06 (the sandbox on 2026-11-08)"]
+
+
+def test_an_alert_long_before_the_start_in_the_original_does_not_hide_one_after_it():
+    original = alerts(("2026-11-01", DROP, "bm25", "recall@5", ALERT))
+    sandbox = alerts(("2026-11-01", DROP, "bm25", "recall@5", ALERT), ("2026-11-10", DROP, "bm25", "recall@5", ALERT))
+    assert compare_conditions(original, sandbox, START)[["caught", "earlier"]].values.tolist() == [[START, True]]
+    same = compare_conditions(sandbox, sandbox, START)  # the same alerts: nothing earlier
+    assert same["earlier"].tolist() == [False] and catch_verdict(same, START).startswith("No:")
 
 
 def test_no_alerts_anywhere_is_an_empty_answer_with_its_columns(tmp_path):
     empty = store.read(tmp_path, contract.ALERTS)  # no alerts.csv: the empty frame
-    fired = fired_only_in_sandbox(empty, empty, START)
-    assert fired.empty and list(fired.columns) == list(FIRED_COLUMNS)
+    compared = compare_conditions(empty, empty, START)
+    assert compared.empty and list(compared.columns) == list(CAUGHT_COLUMNS)
+    assert catch_verdict(compared, START) == "No: no rule fired in the sandbox from 2026-11-10 on."
 
 
 def test_the_default_start_leaves_the_alert_window_of_runs_to_answer():

@@ -16,6 +16,10 @@ from pipeline.contract import PIPELINE, RUN_DATE, VALUE
 from pipeline.sources import FEED_SUFFIXES
 
 PACK_TYPES = FEED_SUFFIXES  # what the page's uploader accepts as a feed file to inject
+# Where the sandbox lives is the dashboard's business: the page names no path (a path of the server's machine tells a
+# reader nothing, and shows where its temporary folder is).
+SANDBOX_NOTE = ("The scenario runs in a sandbox, a copy of the history outside the data directory: the change is "
+                "applied on the start date and every later run date re-run. The production series are never written.")
 
 
 def sandbox_dir(data_dir: Path) -> Path:
@@ -82,3 +86,9 @@ def save_upload(name: str, data: bytes, folder: Path) -> Path:
     path = Path(folder) / (Path(name).name or "pack.xml")
     path.write_bytes(data)
     return path
+
+
+def caught_lines(compared: pd.DataFrame) -> list[str]:
+    """`simulate.compare_conditions`'s rows for reading, one line each: its answer, then which condition it is."""
+    return [f"{r.answer}: {r.rule} on {r.pipeline or 'the corpus'} ({r.series}), {r.severity}, "
+            f"{r.runs} run{'s' if r.runs != 1 else ''} fired in the sandbox" for r in compared.itertuples()]
