@@ -14,10 +14,14 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from pipeline.config import Config
+from pipeline.demo import build_demo
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's; Playwright cannot download its own browsers here
@@ -106,6 +110,25 @@ def chromium() -> Iterator[Browser]:
             yield browser
         finally:
             browser.close()
+
+
+def open_page(browser: Browser, server: Server, path: str, viewport: dict) -> Page:
+    """`path` of the served app in a new context of `viewport` size, once its script run is over and without an
+    exception box; close it with `tab.context.close()`."""
+    context = browser.new_context(viewport=viewport)
+    context.set_default_timeout(PAGE_TIMEOUT)
+    tab = context.new_page()
+    tab.goto(f"{server.url}/{path}")
+    wait_until_idle(tab)
+    expect(tab.locator(EXCEPTION)).to_have_count(0)
+    return tab
+
+
+def demo_store(tmp_path_factory, name: str, days: int, drift_day: date) -> Path:
+    """`days` daily runs of the bundled demo from its first day, its drift packs flowing in from `drift_day`."""
+    data_dir = tmp_path_factory.mktemp(name) / "store"
+    build_demo(Config(data_dir=Path(), gold=Path()), data_dir, days=days, drift_day=drift_day)
+    return data_dir
 
 
 def wait_until_idle(tab: Page) -> None:

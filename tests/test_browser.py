@@ -19,10 +19,9 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from streamlit.source_util import page_icon_and_name
 
 from pipeline.alerts import condition_of
+from pipeline.demo import FIRST_RUN_DAY, demo_date
 from tests.browser_support import (EXCEPTION, EXPECT_TIMEOUT, LOCAL_HOST, PAGE_TIMEOUT, ROOT, Server, chromium,
-                                   serving, wait_until_idle)
-from pipeline.config import Config
-from pipeline.demo import FIRST_RUN_DAY, build_demo, demo_date
+                                   demo_store, serving, wait_until_idle)
 
 APP = ROOT / "app.py"
 SCREENSHOTS_ENV = "DRIFTWATCH_SCREENSHOTS"  # set (to anything) to keep the screenshots in bench/out/screenshots
@@ -90,9 +89,7 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture(scope="module")
 def history(tmp_path_factory) -> Path:
     """Four daily runs of the bundled demo (2026-10-24 to 10-27), the drift packs flowing in from the third."""
-    data_dir = tmp_path_factory.mktemp("browser") / "store"
-    build_demo(Config(data_dir=Path(), gold=Path()), data_dir, days=4, drift_day=demo_date(FIRST_RUN_DAY + 2))
-    return data_dir
+    return demo_store(tmp_path_factory, "browser", days=4, drift_day=demo_date(FIRST_RUN_DAY + 2))
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from pipeline.config import Config
-from pipeline.demo import FIRST_RUN_DAY, build_demo, demo_date
+from pipeline.demo import FIRST_RUN_DAY, demo_date
 from pipeline.paths import dashboard_options
 from pipeline.simulate import Scenario, catch_verdict, caught, discard_sandbox, simulate, source_config
 from pipeline.views.simulate import caught_lines, sandbox_dir
-from tests.browser_support import (DESKTOP, EXCEPTION, EXPECT_TIMEOUT, LOCAL_HOST, PAGE_TIMEOUT, PHONE, Server,
-                                   chromium, serving, wait_until_idle)
+from tests.browser_support import (DESKTOP, EXPECT_TIMEOUT, LOCAL_HOST, PHONE, Server, chromium, demo_store, open_page,
+                                   serving)
 
 DRIFT_DAY = demo_date(FIRST_RUN_DAY + 7)  # 2026-10-31: the original's own corpus drift
 LATER = demo_date(FIRST_RUN_DAY + 4)  # injected before the original's incident: the sandbox must catch it first
@@ -30,9 +29,7 @@ CHART = '[data-testid="stPlotlyChart"]'
 @pytest.fixture(scope="module")
 def history(tmp_path_factory) -> Path:
     """Ten daily runs of the demo (2026-10-24 to 11-02), its drift packs flowing in from 10-31."""
-    data_dir = tmp_path_factory.mktemp("pages") / "store"
-    build_demo(Config(data_dir=Path(), gold=Path()), data_dir, days=10, drift_day=DRIFT_DAY)
-    return data_dir
+    return demo_store(tmp_path_factory, "pages", days=10, drift_day=DRIFT_DAY)
 
 
 @pytest.fixture(scope="module")
@@ -67,16 +64,6 @@ def server(history, tmp_path_factory) -> Iterator[Server]:
         yield running
 
 
-def open_page(browser: Browser, server: Server, path: str, size: dict) -> Page:
-    context = browser.new_context(viewport=size)
-    context.set_default_timeout(PAGE_TIMEOUT)
-    tab = context.new_page()
-    tab.goto(f"{server.url}/{path}")
-    wait_until_idle(tab)
-    expect(tab.locator(EXCEPTION)).to_have_count(0)
-    return tab
-
-
 @pytest.mark.parametrize("size", SIZES, ids=list(SIZES))
 def test_simulate_dates_each_condition_against_the_original(browser, simulation, size):
     server, data_dir, start = simulation
@@ -105,7 +92,7 @@ def test_simulate_dates_each_condition_against_the_original(browser, simulation,
 
 def boxes(tab: Page, chart: str) -> dict[str, list[dict]]:
     """The drawn boxes of a plotly chart's title, legend and annotations (panel titles, run notes, floor labels)."""
-    return tab.eval_on_selector(chart, """root => {
+    return tab.eval_on_selector(chart, r"""root => {
         const box = e => { const r = e.getBoundingClientRect(); return {x: r.x, y: r.y, w: r.width, h: r.height,
                                                                           text: e.textContent}; };
         const all = s => [...root.querySelectorAll(s)].filter(e => e.getBoundingClientRect().width > 0).map(box);

@@ -11,13 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, expect
 
 from pipeline import contract, notify, store
 from pipeline.demo import DEMO_CONFIG
 from pipeline.views.alerts import count_alerts
-from tests.browser_support import (DESKTOP, EXCEPTION, EXPECT_TIMEOUT, PAGE_TIMEOUT, PHONE, Server, chromium, serving,
-                                   wait_until_idle)
+from tests.browser_support import DESKTOP, EXPECT_TIMEOUT, PHONE, Server, chromium, open_page, serving, wait_until_idle
 
 VIEWPORTS = {"desktop": DESKTOP, "phone": PHONE}
 SHOTS = Path("/tmp")
@@ -55,16 +54,6 @@ def stale_server(demo_history, tmp_path_factory) -> Iterator[Server]:
         yield running
 
 
-def open_page(browser: Browser, server: Server, path: str, viewport: dict) -> tuple[Page, object]:
-    context = browser.new_context(viewport=viewport)
-    context.set_default_timeout(PAGE_TIMEOUT)
-    tab = context.new_page()
-    tab.goto(f"{server.url}/{path}")
-    wait_until_idle(tab)
-    expect(tab.locator(EXCEPTION)).to_have_count(0)
-    return tab, context
-
-
 def latest_day(data_dir: Path) -> str:
     return f"{store.read_runs(data_dir)[contract.RUN_DATE].max():%Y-%m-%d}"
 
@@ -73,19 +62,19 @@ def latest_day(data_dir: Path) -> str:
 def test_a_stale_directory_says_when_its_last_run_was_on_every_page(browser, stale_server, server, size):
     last = latest_day(stale_server.data_dir)
     for path in ("", "alerts", "drift"):
-        tab, context = open_page(browser, stale_server, path, VIEWPORTS[size])
+        tab = open_page(browser, stale_server, path, VIEWPORTS[size])
         try:
             header = tab.locator(".st-key-freshness")
             expect(header).to_contain_text(f"No run since {last} (expected daily,", timeout=EXPECT_TIMEOUT)
             expect(header.locator('[data-testid="stAlertContentWarning"]')).to_be_visible()
         finally:
-            context.close()
-    tab, context = open_page(browser, server, "", VIEWPORTS[size])  # the demo itself is a recorded history
+            tab.context.close()
+    tab = open_page(browser, server, "", VIEWPORTS[size])  # the demo itself is a recorded history
     try:
         expect(tab.locator(".st-key-freshness")).to_contain_text(f"Recorded history (the demo): last run {last}")
         expect(tab.locator('.st-key-freshness [data-testid="stAlertContentWarning"]')).to_have_count(0)
     finally:
-        context.close()
+        tab.context.close()
 
 
 @pytest.mark.parametrize("size", VIEWPORTS)
@@ -95,19 +84,19 @@ def test_every_page_counts_the_open_conditions_in_the_same_words(browser, server
                           notify.read_silences(data_dir))
     assert counts.conditions  # the demo ends with open conditions
     for path, key in (("", "overview_counts"), ("alerts", "alerts_counts"), ("weekly", "weekly_counts")):
-        tab, context = open_page(browser, server, path, VIEWPORTS[size])
+        tab = open_page(browser, server, path, VIEWPORTS[size])
         try:
             expect(tab.locator(".st-key-alert_banner_line")).to_contain_text(counts.open_phrase)
             expect(tab.locator(f".st-key-{key}")).to_contain_text(counts.open_phrase)
             expect(tab.locator(".st-key-alert_banner_details")).to_contain_text(
                 f"Details: the {counts.open_rows} alert rows of the {len(counts.conditions)} open conditions")
         finally:
-            context.close()
+            tab.context.close()
 
 
 @pytest.mark.parametrize("size", VIEWPORTS)
 def test_the_incidents_explanation_stands_above_the_cards_on_the_first_screen(browser, server, size):
-    tab, context = open_page(browser, server, "", VIEWPORTS[size])
+    tab = open_page(browser, server, "", VIEWPORTS[size])
     try:
         incident = tab.locator(".st-key-overview_incident")
         expect(incident).to_contain_text("since 2026-11-13")
@@ -117,11 +106,11 @@ def test_the_incidents_explanation_stands_above_the_cards_on_the_first_screen(br
         print(f"{size}: the incident's explanation at {top:.0f} px, the first verdict card at {cards:.0f} px")
         assert top < cards and top < VIEWPORTS[size]["height"]
     finally:
-        context.close()
+        tab.context.close()
 
 
 def test_on_a_phone_the_banner_folds_to_one_line_with_an_expander(browser, server):
-    tab, context = open_page(browser, server, "", PHONE)
+    tab = open_page(browser, server, "", PHONE)
     try:
         line = tab.locator(".st-key-alert_banner_line")
         expect(line).to_be_visible()
@@ -136,17 +125,17 @@ def test_on_a_phone_the_banner_folds_to_one_line_with_an_expander(browser, serve
         details.locator("summary").click()  # the conditions, their next steps and rows behind the expander
         expect(details.locator("a", has_text="runbook").first).to_be_visible()
     finally:
-        context.close()
-    tab, context = open_page(browser, server, "", DESKTOP)
+        tab.context.close()
+    tab = open_page(browser, server, "", DESKTOP)
     try:  # at desktop size the conditions are listed, the one-line fold is not shown
         expect(tab.locator(".st-key-alert_banner_line")).to_be_hidden()
         expect(tab.locator(".st-key-alert_banner_alert li").first).to_be_visible()
     finally:
-        context.close()
+        tab.context.close()
 
 
 def test_an_acknowledgement_made_on_the_alerts_page_is_seen_on_the_overview_and_the_weekly_review(browser, server):
-    tab, context = open_page(browser, server, "alerts", DESKTOP)
+    tab = open_page(browser, server, "alerts", DESKTOP)
     try:
         tab.locator(".st-key-alerts_silence summary").click()
         tab.locator(".st-key-alerts_silence_incident").click()
@@ -164,12 +153,12 @@ def test_an_acknowledgement_made_on_the_alerts_page_is_seen_on_the_overview_and_
         expect(tab.locator(".st-key-alerts_counts")).to_contain_text(f"acknowledged by {ACKNOWLEDGER} at",
                                                                      timeout=EXPECT_TIMEOUT)
     finally:
-        context.close()
+        tab.context.close()
     saved, = json.loads((server.data_dir / notify.MUTES_FILE).read_text(encoding="utf-8"))
     assert saved["by"] == ACKNOWLEDGER and chosen.startswith(f"{saved['rule']} on ")
     rule_on = chosen.split(",")[0].rsplit(" ", 1)[0]  # "slow_drift on dense"
     for size, viewport in VIEWPORTS.items():
-        tab, context = open_page(browser, server, "", viewport)
+        tab = open_page(browser, server, "", viewport)
         try:
             expect(tab.locator(".st-key-alert_banner_line")).to_contain_text("1 acknowledged")
             if size == "desktop":  # the neutral box, under the red and orange ones
@@ -180,10 +169,10 @@ def test_an_acknowledgement_made_on_the_alerts_page_is_seen_on_the_overview_and_
                 paging = tab.locator(".st-key-alert_banner_alert li, .st-key-alert_banner_warning li")
                 assert not any(text.startswith(rule_on) for text in paging.all_inner_texts())
         finally:
-            context.close()
-    tab, context = open_page(browser, server, "weekly", DESKTOP)
+            tab.context.close()
+    tab = open_page(browser, server, "weekly", DESKTOP)
     try:
         expect(tab.locator(".st-key-weekly_counts")).to_contain_text(f"acknowledged by {ACKNOWLEDGER} at")
         expect(tab.locator(".st-key-weekly_summary")).to_contain_text(f"acknowledged by {ACKNOWLEDGER} at")
     finally:
-        context.close()
+        tab.context.close()
