@@ -15,8 +15,8 @@ from pathlib import Path
 
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from browser_support import ROOT, chromium, serving, wait_until_idle  # the browser tests' own server
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.browser_support import ROOT, chromium, serving, wait_until_idle  # the browser tests' own server
 
 OUT = ROOT / "docs" / "images" / "overview.png"
 VIEWPORT = {"width": 1280, "height": 1040}
