@@ -13,6 +13,7 @@ from pipeline.contract import ALERT, DRIFT_RULE, DROP, FLOOR, SLOW_DRIFT, WARNIN
 from pipeline.simulate import (CAUGHT_COLUMNS, INJECT, SIMULATED_PREFIX, Scenario, SimulationError, catch_verdict,
                                compare_conditions, default_start, read_pack)
 from pipeline.sources import FeedError
+from pipeline.views.simulate import caught_lines
 
 START = date(2026, 11, 10)
 
@@ -72,6 +73,16 @@ def test_each_condition_the_sandbox_fired_is_dated_against_the_original():
         "caught on 2026-11-13 (the original: never, from 2026-11-10 on)",
     ]
     assert catch_verdict(compared, START).startswith("Yes: 4 of the 6 condition(s)")
+
+
+
+def test_each_answer_reads_as_one_line_naming_the_condition_once():
+    lines = caught_lines(compare_conditions(ORIGINAL, SANDBOX, START))
+    assert lines[:2] == [
+        "caught on 2026-11-10 (the original: never, from 2026-11-10 on): drop on bm25 (recall@5, hit@5), alert, "
+        "2 runs fired in the sandbox",
+        "not earlier: the original fired it too, on the same day (2026-11-11): drift on the corpus, alert, "
+        "1 run fired in the sandbox"]  # not "on the corpus (corpus)"
 
 
 INJECTED = date(2026, 11, 5)

@@ -90,5 +90,12 @@ def save_upload(name: str, data: bytes, folder: Path) -> Path:
 
 def caught_lines(compared: pd.DataFrame) -> list[str]:
     """`simulate.compare_conditions`'s rows for reading, one line each: its answer, then which condition it is."""
-    return [f"{r.answer}: {r.rule} on {r.pipeline or 'the corpus'} ({r.series}), {r.severity}, "
+    return [f"{r.answer}: {r.rule} on {_where(r.pipeline, r.series)}, {r.severity}, "
             f"{r.runs} run{'s' if r.runs != 1 else ''} fired in the sandbox" for r in compared.itertuples()]
+
+
+def _where(pipeline: str, series: str) -> str:
+    """"bm25 (mrr@5, ndcg@5)", "the corpus" for a corpus-wide condition (its one series is the corpus itself)."""
+    if not pipeline:
+        return "the corpus" if series in ("", contract.CORPUS_METRIC) else f"the corpus ({series})"
+    return f"{pipeline} ({series})"
