@@ -244,3 +244,13 @@ def test_with_a_judge_at_a_fake_endpoint_the_page_shows_its_scores_claims_and_ag
     notes = [literal(w.value) for w in at.warning]
     assert all(any(n.startswith(f"{r.metric} by fake-judge ({r.level} level") and n.endswith(
         "recorded, cannot alert or fail the gate.") for n in notes) for r in untrusted.itertuples())
+
+
+def test_a_heuristic_below_its_gate_is_a_hint_on_the_page_and_its_column_says_so(answered, open_page):
+    trusted, why = answers.heuristic_trust(store.read(answered, contract.AGREEMENT))
+    assert not trusted  # the bundled labels: the heuristics' faithfulness agrees below generation.min_kappa
+    at = open_page(answered)
+    hint, = [literal(i.value) for i in at.info if literal(i.value).startswith("K-precision and the heuristics")]
+    assert why in hint and "not alert conditions" in hint
+    columns = json.loads(at.get_by_key("answers_attribution").dataframe[0].proto.columns)
+    assert columns["k_precision"]["label"] == "K-precision (hint)"
