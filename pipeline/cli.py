@@ -274,11 +274,11 @@ def _signal_lines(result) -> list[str]:
     lines = [f"  target {o.name} FAILED: {o.message}" for o in result.failed_targets]
     if result.answers is not None:
         lines.append(f"  answers: {answers.summary(result.answers)}")
-    table = summary(result.signals)
-    if table:
-        lines.append("  early warnings: " + "; ".join(
-            f"{p} " + ", ".join(f"{name} {value:.3f}" for name, value in values.items() if value == value)
-            for p, values in table.items()))
+    defined = {p: ", ".join(f"{name} {value:.3f}" for name, value in values.items() if value == value)
+               for p, values in summary(result.signals).items()}
+    defined = {p: text for p, text in defined.items() if text}  # a first run has no earlier run to compare with
+    if defined:
+        lines.append("  early warnings: " + "; ".join(f"{p} {text}" for p, text in defined.items()))
     return lines
 
 

@@ -394,3 +394,20 @@ def test_hnsw_recall_is_the_overlap_with_exact_search():
                                     [Ranking(("a", "b", "c"), (1, 1, 1), ())], gold, [1, 3])
     values = {(r["k"], r["question_id"]): r["value"] for r in rows}
     assert values[(1, "q1")] == 1.0 and values[(3, "q1")] == pytest.approx(2 / 3) and values[(3, "")] == pytest.approx(2 / 3)
+
+
+def test_the_runs_early_warning_line_names_only_pipelines_with_a_value():
+    """A first run has no earlier run to compare with: every signal undefined, so no "early warnings: bm25 ; dense"
+    line of names without values."""
+    from types import SimpleNamespace
+
+    from pipeline.cli import _signal_lines
+
+    def result(value: float) -> SimpleNamespace:
+        rows = [{"run_date": "2025-09-03", "pipeline": p, "k": 5, "question_id": signals.PER_RUN,
+                 "signal": signals.QUESTIONS_WITH_NEW, "value": value} for p in ("bm25", "dense")]
+        return SimpleNamespace(failed_targets=[], answers=None, signals=rows)
+
+    assert _signal_lines(result(float("nan"))) == []
+    assert _signal_lines(result(2.0)) == [f"  early warnings: bm25 {signals.QUESTIONS_WITH_NEW} 2.000; "
+                                          f"dense {signals.QUESTIONS_WITH_NEW} 2.000"]
