@@ -9,6 +9,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from pipeline import charts, contract, views
+from pipeline.alerts import plural
 from pipeline.views import alerts as alerts_views, overview as overview_views
 
 # A verdict is a status, not a second alert box: the open conditions' lines are in the banner above.
@@ -43,7 +44,7 @@ else:
                            else {"then": str(before)})
         links[1].page_link("pages/drift.py", label="What came in (Drift)",
                            icon=":material/scatter_plot:", query_params={"run": f"{story.start:%Y-%m-%d}"})
-        links[2].page_link("pages/alerts.py", label=f"Its {len(story.incidents)} incidents",
+        links[2].page_link("pages/alerts.py", label=f"Its {plural(len(story.incidents), 'incident')}",
                            icon=":material/notifications:")
 
 ks = sorted(int(k) for k in metrics[contract.K].unique())

@@ -206,7 +206,7 @@ def _pct(fraction: float) -> str:
     return f"{fraction * 100:.3g}%"
 
 
-def _plural(n: int, word: str) -> str:
+def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
@@ -309,7 +309,7 @@ def _describe(test: series.Contrast, name: str, pipeline: str) -> str:
 
 
 def _noise(test: series.Contrast, p: float, n_tests: int) -> str:
-    return (f"paired test over {_plural(test.n_questions, 'question')}: {test.z:.1f} null sds "
+    return (f"paired test over {plural(test.n_questions, 'question')}: {test.z:.1f} null sds "
             f"(sd {test.sd:.3f}), p={p:.2g} after Holm over {n_tests} watched series")
 
 
@@ -326,11 +326,11 @@ def _retrieval_alerts(day: str, tests: list[_Tested], config: AlertsConfig) -> l
             confirmed = t.confirm is not None
             severity = ALERT if confirmed else WARNING
             shown = t.confirm if confirmed else test
-            span = (f"for {_plural(len(shown.tested), 'run')} " if confirmed and len(shown.tested) > 1 else "")
+            span = (f"for {plural(len(shown.tested), 'run')} " if confirmed and len(shown.tested) > 1 else "")
             message = (f"{_describe(test, name, pipeline)} {span}against the mean {shown.baseline:.3f} of the "
-                       f"{_plural(len(shown.baseline_days), 'run')} before ({where})")
+                       f"{plural(len(shown.baseline_days), 'run')} before ({where})")
             if not confirmed and config.confirm_days > 1:
-                message += f"; an alert once it holds {_plural(config.confirm_days, 'run')}"
+                message += f"; an alert once it holds {plural(config.confirm_days, 'run')}"
             p = t.p_value
         else:
             severity, shown, p = ALERT, test, t.p_value
@@ -398,7 +398,7 @@ class DriftConfirmation:
         if self.page_level:
             return f"Confirmed on its own day: Holm-adjusted p below the page level {config.page_alpha:g}"
         dates = ", ".join(f"{w.run_date:%Y-%m-%d}" for w in self.confirming)
-        seen = f"{self.n_drifted} of the last {_plural(len(self.windows), 'disjoint window')} ({dates})"
+        seen = f"{self.n_drifted} of the last {plural(len(self.windows), 'disjoint window')} ({dates})"
         if self.confirmed:
             return f"Confirmed: drifted in {seen}"
         return (f"Drifted, not confirmed: a warning until drifted in {config.confirm_windows} of the last "
@@ -478,7 +478,7 @@ def _drift_alerts(day: str, today: pd.Timestamp, drift: pd.DataFrame, config: Dr
     details = [str(d) for d in rows["detail"].fillna("") if str(d)]
     first = rows.iloc[0]
     window = f"{first['reference_start']} to {first['reference_date']}"
-    message = (f"corpus drift: the {_plural(int(first['n_current']), 'chunk')} new in this window differ from the "
+    message = (f"corpus drift: the {plural(int(first['n_current']), 'chunk')} new in this window differ from the "
                f"{int(first['n_reference'])} of the reference ({window}): " + "; ".join(parts))
     message += ". " + "; ".join(c.describe(config) for c in (confirmed or drifted))
     if details:
@@ -503,7 +503,7 @@ def _deleted_alerts(day: str, today: pd.Timestamp, runs: pd.DataFrame, drift_con
         return []
     return [Alert(day, DELETED, CORPUS_WIDE, "docs_deleted", float(deleted), float(previous[contract.DOCS_TOTAL]),
                   -share * 100, drift_config.max_deleted_share * 100, ALERT,
-                  f"{_plural(int(deleted), 'document')} ({share:.0%} of the corpus) were deleted in this run, more "
+                  f"{plural(int(deleted), 'document')} ({share:.0%} of the corpus) were deleted in this run, more "
                   f"than {drift_config.max_deleted_share:.0%}: retrieval now misses what they held")]
 
 
@@ -539,8 +539,8 @@ def _gold_missing_alerts(day: str, today: pd.Timestamp, per_question: pd.DataFra
     ids = list(missing["question_id"])
     named = ", ".join(ids[:MAX_QUESTION_IDS]) + (f" and {len(ids) - MAX_QUESTION_IDS} more"
                                                   if len(ids) > MAX_QUESTION_IDS else "")
-    message = (f"{_plural(total, 'relevant document')} of the gold set "
-               f"{'is' if total == 1 else 'are'} missing from the corpus, for {_plural(len(ids), 'question')} "
+    message = (f"{plural(total, 'relevant document')} of the gold set "
+               f"{'is' if total == 1 else 'are'} missing from the corpus, for {plural(len(ids), 'question')} "
                f"({named}); their scores now measure missing content, not retrieval")
     return [Alert(day, GOLD_MISSING, CORPUS_WIDE, GOLD_MISSING, float(total), math.nan, math.nan, 0.0, ALERT,
                   message)]
@@ -557,11 +557,11 @@ def _feed_alerts(day: str, today: pd.Timestamp, runs: pd.DataFrame) -> list[Aler
         return []
     if ok == 0:
         severity = ALERT
-        message = (f"every feed failed ({_plural(failed, 'feed')}); today's metrics were measured on the "
+        message = (f"every feed failed ({plural(failed, 'feed')}); today's metrics were measured on the "
                    f"corpus as it was, without any new documents")
     else:
         severity = WARNING
-        message = (f"{failed} of {_plural(failed + ok, 'feed')} failed; today's corpus lacks their new "
+        message = (f"{failed} of {plural(failed + ok, 'feed')} failed; today's corpus lacks their new "
                    f"documents")
     return [Alert(day, FEEDS_FAILED, CORPUS_WIDE, FEEDS_FAILED, float(failed), math.nan, math.nan, 0.0,
                   severity, message)]

@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from pipeline import jsonl, netio, store
-from pipeline.alerts import Alert, _plural, condition_of
+from pipeline.alerts import Alert, plural, condition_of
 from pipeline.contract import ALERT
 from pipeline.errors import DriftwatchError
 from pipeline.redact import redact
@@ -47,8 +47,8 @@ def _slack_escape(text: str) -> str:
 def summary_text(alerts: Sequence[Alert], run_date: date | str) -> str:
     """The webhook message: a headline counting alerts and warnings, then one line per alert."""
     n_alerts = sum(a.severity == ALERT for a in alerts)
-    lines = [f"driftwatch {run_date}: {_plural(n_alerts, 'new alert')}, "
-             f"{_plural(len(alerts) - n_alerts, 'new warning')}"]
+    lines = [f"driftwatch {run_date}: {plural(n_alerts, 'new alert')}, "
+             f"{plural(len(alerts) - n_alerts, 'new warning')}"]
     lines += [f"• [{a.severity}] {a.rule}: {_slack_escape(a.message)}" for a in alerts[:MAX_NOTIFIED]]
     if len(alerts) > MAX_NOTIFIED:
         lines.append(f"… and {len(alerts) - MAX_NOTIFIED} more in alerts.csv")
@@ -94,7 +94,7 @@ def notify_webhook(url: str, alerts: Sequence[Alert], *, timeout: float, retries
             error, transient = str(exc) or type(exc).__name__, True
         if not transient or attempt > retries:
             log.warning("webhook %s: %s not delivered after %s: %s", _redacted(url),
-                        _plural(len(fresh), "alert"), _plural(attempt, "attempt"), error)
+                        plural(len(fresh), "alert"), plural(attempt, "attempt"), error)
             return False
         sleep(BACKOFF * attempt)
 
@@ -293,7 +293,7 @@ def deliver(data_dir: Path, url: str, *, timeout: float, retries: int,
         return None
     quiet = [a for a in waiting if silenced_by(a, silences) is not None]
     if quiet:  # silenced after they were queued: dropped, not sent
-        log.info("%s silenced in %s, not sent", _plural(len(quiet), "queued alert"), MUTES_FILE)
+        log.info("%s silenced in %s, not sent", plural(len(quiet), "queued alert"), MUTES_FILE)
         _remove(data_dir, {outbox_key(a) for a in quiet})
         waiting = [a for a in waiting if silenced_by(a, silences) is None]
         if not waiting:

@@ -182,6 +182,9 @@ def test_overview_shows_the_csv_values_and_a_verdict_per_pipeline(history, open_
     runs = store.read_runs(history)
     assert cards["Documents"].value == f"{runs['docs_total'].iloc[-1]:,}"
     assert figure(at, "overview_chart")["data"][0]["y"] == runs["docs_total"].tolist()
+    link, = [p.proto.label for p in at.get("page_link") if p.proto.label.startswith("Its ")]
+    count = int(link.split()[1])
+    assert link == f"Its {count} incident{'' if count == 1 else 's'}"  # not "Its 1 incidents"
 
 
 def test_the_banner_gives_one_line_per_open_condition_and_every_message_behind_it(history, open_app, tmp_path):

@@ -9,7 +9,7 @@ from datetime import date
 
 import pandas as pd
 
-from pipeline.alerts import _plural, condition_of
+from pipeline.alerts import plural, condition_of
 from pipeline.contract import ALERT, DRIFT_RULE, EVENTS, MESSAGE, METRIC, PIPELINE, RULE, RUN_DATE, SEVERITY, VALUE, WARNING
 from pipeline.notify import ACKNOWLEDGE, MUTE, Silence
 from pipeline.views import (SEVERITY_OF_RANK, SEVERITY_RANK, OpenCondition, between, open_alerts, open_conditions,
@@ -206,14 +206,14 @@ class AlertCounts:
             return "no run yet"
         if not self.conditions:
             return f"no open condition on {self.day:%Y-%m-%d}"
-        parts = [_plural(len(self.unacknowledged(ALERT)), "alert"), _plural(len(self.unacknowledged(WARNING)), "warning"),
+        parts = [plural(len(self.unacknowledged(ALERT)), "alert"), plural(len(self.unacknowledged(WARNING)), "warning"),
                  f"{len(self.acknowledged)} acknowledged"]
         shown = [p for p in parts if not p.startswith("0 ")]
-        return f"{_plural(len(self.conditions), 'open condition')} on {self.day:%Y-%m-%d} ({', '.join(shown)})"
+        return f"{plural(len(self.conditions), 'open condition')} on {self.day:%Y-%m-%d} ({', '.join(shown)})"
 
     def sentence(self, scope: str) -> str:
         """The open conditions, then the incidents and alert rows of `scope` ("the selection", "the week")."""
-        return (f"{self.open_phrase}; {_plural(self.incidents, 'incident')} and {_plural(self.alert_rows, 'alert row')} "
+        return (f"{self.open_phrase}; {plural(self.incidents, 'incident')} and {plural(self.alert_rows, 'alert row')} "
                 f"in {scope}")
 
 
