@@ -187,8 +187,8 @@ def test_on_a_phone_the_drift_tables_verdict_is_on_screen_without_scrolling_side
         assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
         assert tab.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
         # the grid draws on a canvas; its accessible copy holds the columns drawn at the grid's scroll position
-        drawn = tab.evaluate("() => [...document.querySelectorAll('.st-key-drift_verdicts [role=columnheader]')]"
-                             ".map(e => e.textContent)")
-        assert drawn[0] == VERDICT_COLUMNS[0] == "verdict", drawn
+        drawn = tab.locator('.st-key-drift_verdicts [role="columnheader"]')
+        expect(drawn.first).to_have_text(VERDICT_COLUMNS[0], timeout=EXPECT_TIMEOUT)  # once the grid has drawn
+        assert VERDICT_COLUMNS[0] == "verdict", drawn.all_inner_texts()
     finally:
         tab.context.close()
