@@ -17,7 +17,7 @@ from datetime import date
 
 import pandas as pd
 
-from pipeline import contract, series, store
+from pipeline import PROJECT_URL, contract, series, store
 from pipeline.config import AlertsConfig, DriftConfig
 from pipeline.contract import (ALERT, CONFIG_CHANGE, CORPUS_METRIC, CORPUS_WIDE, DELETED, DRIFT_RULE, DRIFTED, DROP,
                                FEEDS_FAILED, FLOOR, GOLD_MISSING, QUERY_PREFIX, SEVERITIES, SLOW_DRIFT, STABLE,
@@ -43,7 +43,7 @@ INCIDENT_PER_PIPELINE = frozenset({DROP, SLOW_DRIFT})
 
 RUNBOOK_PAGE = "runbook.md"  # in docs/
 # Where a condition's line links to: the runbook's heading of its rule (a heading's anchor is the rule's name).
-RUNBOOK_URL = "https://github.com/driftwatch/driftwatch/blob/main/docs/runbook.md"
+RUNBOOK_URL = f"{PROJECT_URL}/blob/main/docs/{RUNBOOK_PAGE}"
 
 
 @dataclass(frozen=True)

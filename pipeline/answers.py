@@ -726,19 +726,24 @@ def record_dates(data_dir: Path) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.jsonl") if _dated_file(p) is not None) if folder.is_dir() else []
 
 
+def _latest_agreement(agreement_frame: pd.DataFrame, metric: str, judge_name: str) -> pd.Series | None:
+    """The latest answer-level agreement row of `metric` by `judge_name` (None without labels)."""
+    rows = agreement_frame[(agreement_frame["metric"] == metric) & (agreement_frame["judge"] == judge_name)
+                           & (agreement_frame["level"] == "answer")]
+    return None if rows.empty else rows.sort_values(contract.RUN_DATE, kind="stable").iloc[-1]
+
+
 def trusted_metrics(agreement_frame: pd.DataFrame, judge_name: str) -> dict[str, tuple[bool, str]]:
     """Per judged metric (faithfulness, answer_relevance): whether the judge `judge_name` may fire an alert or
     fail a gate, and why: its latest answer-level kappa against the labels must reach min_kappa (`trusted`).
     Without labels the judge is not trusted: its verdicts were never checked against people."""
     out = {}
     for metric in JUDGED_WATCHED:
-        rows = agreement_frame[(agreement_frame["metric"] == metric) & (agreement_frame["judge"] == judge_name)
-                               & (agreement_frame["level"] == "answer")]
-        if rows.empty:
+        latest = _latest_agreement(agreement_frame, metric, judge_name)
+        if latest is None:
             out[metric] = (False, f"{metric} by {judge_name or 'the judge'} has no human labels to agree with: "
                                   "recorded, but it cannot fire an alert or fail a gate")
             continue
-        latest = rows.sort_values(contract.RUN_DATE, kind="stable").iloc[-1]
         ok = bool(latest["trusted"] == 1)
         day = pd.Timestamp(latest[contract.RUN_DATE]).strftime("%Y-%m-%d")
         out[metric] = (ok, f"{metric} by {judge_name}: kappa {float(latest['kappa']):.2f} against the labels of "
@@ -751,11 +756,9 @@ def heuristic_trust(agreement_frame: pd.DataFrame) -> tuple[bool, str]:
     """Whether the heuristics' answer-level faithfulness verdict (which K-precision decides with the unsupported
     facts and invalid citations) passed its agreement gate on its latest labels, and why. A heuristic that fails
     it is a hint on the Answers page, never an alert condition; without labels it has failed nothing."""
-    rows = agreement_frame[(agreement_frame["metric"] == "faithfulness") & (agreement_frame["judge"] == HEURISTIC)
-                           & (agreement_frame["level"] == "answer")]
-    if rows.empty:
+    latest = _latest_agreement(agreement_frame, "faithfulness", HEURISTIC)
+    if latest is None:
         return True, f"{HEURISTIC_WATCHED}: no human labels to check the heuristics against; watched by the rules"
-    latest = rows.sort_values(contract.RUN_DATE, kind="stable").iloc[-1]
     ok = bool(latest["trusted"] == 1)
     day = pd.Timestamp(latest[contract.RUN_DATE]).strftime("%Y-%m-%d")
     return ok, (f"{HEURISTIC_WATCHED} (the heuristics' faithfulness): kappa {float(latest['kappa']):.2f} against the "

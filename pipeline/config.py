@@ -18,7 +18,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from pipeline import __version__, redact
+from pipeline import PROJECT_URL, __version__, redact
 from pipeline.contract import (CLASSIFIER_ACCURACY, DRIFT_FAMILY, DUPLICATE_SHARE, NEW_CATEGORY_SHARE, NEW_SOURCE_SHARE,
                                NOVEL_SHARE)
 from pipeline.errors import DriftwatchError
@@ -30,7 +30,7 @@ ENV_DATA_DIR = "DRIFTWATCH_DATA_DIR"
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_RERANKER = "cross-encoder/ms-marco-MiniLM-L-6-v2"
-DEFAULT_USER_AGENT = f"driftwatch/{__version__} (+https://github.com/driftwatch/driftwatch)"
+DEFAULT_USER_AGENT = f"driftwatch/{__version__} (+{PROJECT_URL})"
 
 # The retrieval pipelines every run can evaluate; `retrieval.py` implements each name.
 PIPELINES = ("bm25", "dense", "hybrid", "hybrid_rerank")

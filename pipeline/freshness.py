@@ -71,6 +71,8 @@ def _ago(days: int) -> str:
 
 def cadence(runs: pd.DataFrame) -> float:
     """The median gap in days between consecutive run dates (DEFAULT_CADENCE_DAYS with fewer than two)."""
+    if runs.empty:
+        return DEFAULT_CADENCE_DAYS
     days = pd.Series(sorted(pd.to_datetime(runs[RUN_DATE]).dt.normalize().unique()))
     gaps = days.diff().dropna().dt.days
     return float(gaps.median()) if len(gaps) else DEFAULT_CADENCE_DAYS
@@ -80,7 +82,7 @@ def freshness(runs: pd.DataFrame, today: date | None = None, recorded: bool = Fa
     """The freshness of a runs.csv frame on `today` (default: the local date)."""
     today = today or date.today()
     last = None if runs.empty else pd.to_datetime(runs[RUN_DATE]).max().date()
-    return Freshness(last, today, cadence(runs) if len(runs) else DEFAULT_CADENCE_DAYS, recorded)
+    return Freshness(last, today, cadence(runs), recorded)
 
 
 def is_recorded(data_dir: Path) -> bool:

@@ -143,10 +143,11 @@ def ingest(config: Config, corpus: Corpus, run_date: date, deadline: Deadline | 
 
 
 def feed_counts(outcomes: Sequence[FeedOutcome]) -> tuple[int, list[FeedOutcome]]:
-    """The ok feeds of a run and the failed outcomes (runs.csv feeds_ok, and feeds_failed their number): each outcome fetched for the run (a URL's
-    fetch, a dated file of the run date); a source fetched for nothing but whose earlier dated files brought
-    documents into the corpus (a folder's first run) counts once as ok, so that a folder beside failing URLs
-    is never reported as "every feed failed". Replayed and deferred outcomes are otherwise not counted."""
+    """The ok feeds of a run and the failed outcomes (runs.csv feeds_ok, and feeds_failed their number): each
+    outcome fetched for the run (a URL's fetch, a dated file of the run date); a source fetched for nothing but
+    whose earlier dated files brought documents into the corpus (a folder's first run) counts once as ok, so that
+    a folder beside failing URLs is never reported as "every feed failed". Replayed and deferred outcomes are
+    otherwise not counted."""
     fetched = [o for o in outcomes if not o.replayed and not o.deferred]
     counted = {o.source for o in fetched}
     rebuilt = {o.source for o in outcomes if o.replayed and o.ok and o.documents and o.source not in counted}

@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from pipeline import jsonl, netio, store
-from pipeline.alerts import Alert, plural, condition_of
+from pipeline.alerts import Alert, condition_of, plural
 from pipeline.contract import ALERT
 from pipeline.errors import DriftwatchError
 from pipeline.redact import redact
@@ -106,6 +106,12 @@ class SilenceError(DriftwatchError):
     """A mutes.json the notifier cannot read, or a silence that cannot be kept; the message names it."""
 
 
+def acknowledged_target(condition: tuple[str, ...], since: str) -> tuple:
+    """`Silence.target` of an acknowledgement: the incident of `condition` (`alerts.condition_of`) that started on
+    `since` (YYYY-MM-DD)."""
+    return (ACKNOWLEDGE, *condition, since)
+
+
 @dataclass(frozen=True)
 class Silence:
     """No notification for a condition. `acknowledge`: the incident that started on `since` (someone is on it);
@@ -130,7 +136,9 @@ class Silence:
     def target(self) -> tuple:
         """What it silences: an acknowledgement, the condition (`alerts.condition_of`) of the incident that
         started on `since`, whichever of its series it was made on; a mute, its series."""
-        return (ACKNOWLEDGE, *condition_of(*self.key), self.since) if self.kind == ACKNOWLEDGE else (MUTE, *self.key)
+        if self.kind == ACKNOWLEDGE:
+            return acknowledged_target(condition_of(*self.key), self.since)
+        return MUTE, *self.key
 
     @property
     def statement(self) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline import __version__
+from pipeline import PROJECT_URL, __version__
 from pipeline.config import (DEFAULT_CONFIG_FILE, Config, EvidentlyExportConfig, MlflowExportConfig, WhylogsExportConfig,
                              _toml_value)
 from pipeline.errors import DriftwatchError
@@ -299,7 +299,7 @@ jobs:
       - uses: actions/setup-python@v5
         with: {{python-version: "3.11"}}
       # Install driftwatch the way your team gets it: a git URL, a wheel or a vendored copy.
-      - run: pip install "driftwatch @ git+https://github.com/driftwatch/driftwatch"
+      - run: pip install "driftwatch @ git+{PROJECT_URL}"
       - name: Baseline report of main
         uses: actions/cache/restore@v4
         with:

@@ -23,9 +23,9 @@ import pandas as pd
 
 from pipeline import jsonl, memo
 from pipeline.redact import redact
-from pipeline.contract import (ADDED_COLUMNS, AGREEMENT, ALERTS, ANSWERS_DIR, DRIFT, GENERATION, INT_COLUMNS, METRICS, PER_ANSWER,
-                               PER_QUESTION, RUN_DATE, RUNS, SCHEMAS, SIGNALS, TARGETS, TEXT_COLUMNS,
-                               UPSTREAM_TEXT_COLUMNS)
+from pipeline.contract import (ADDED_COLUMNS, AGREEMENT, ALERTS, ANSWERS_DIR, DRIFT, GENERATION, INT_COLUMNS,
+                               METRICS, PER_ANSWER, PER_QUESTION, RUN_DATE, RUNS, SCHEMAS, SIGNALS, TARGETS,
+                               TEXT_COLUMNS, UPSTREAM_TEXT_COLUMNS)
 from pipeline.errors import DriftwatchError
 
 log = logging.getLogger(__name__)
@@ -180,6 +180,15 @@ def _row_end(data: bytes, start: int) -> int:
     while end >= 0 and data.count(b'"', start, end) % 2:
         end = data.find(b"\n", end + 1)
     return len(data) if end < 0 else end + 1
+
+
+def _rows_after_header(data: bytes) -> Iterator[bytes]:
+    """Each CSV row of a store file's bytes after its header line, with its newline (`_row_end`)."""
+    at = _row_end(data, 0)
+    while at < len(data):
+        end = _row_end(data, at)
+        yield data[at:end]
+        at = end
 
 
 def _date_span(data: bytes, day: str) -> tuple[int, int]:
@@ -401,13 +410,9 @@ def upgrade_file(path: Path) -> bool:
     path = Path(path)
     if not is_legacy(path):
         return False
-    data = path.read_bytes()
     added = b"," * len(ADDED_COLUMNS[path.name])
-    rows, at = [(",".join(SCHEMAS[path.name]) + "\n").encode()], _row_end(data, 0)
-    while at < len(data):
-        end = _row_end(data, at)
-        rows.append(data[at:end - 1] + added + b"\n")
-        at = end
+    rows = [_header_line(SCHEMAS[path.name]),
+            *(row[:-1] + added + b"\n" for row in _rows_after_header(path.read_bytes()))]
     atomic_write(path, lambda f: f.writelines(rows))
     log.info("%s: upgraded to the current contract (added %s, empty in the earlier rows)", path,
              ", ".join(ADDED_COLUMNS[path.name]))
@@ -421,18 +426,17 @@ def _as_legacy(path: Path) -> bytes | None:
     if legacy is None:
         return None
     data = path.read_bytes()
-    header_end = _row_end(data, 0)
-    if data[:header_end] != (",".join(SCHEMAS[path.name]) + "\n").encode():
+    if data[:_row_end(data, 0)] != _header_line(SCHEMAS[path.name]):
         return None
     tail = b"," * len(ADDED_COLUMNS[path.name]) + b"\n"
-    rows, at = [(",".join(legacy) + "\n").encode()], header_end
-    while at < len(data):
-        end = _row_end(data, at)
-        if not data[at:end].endswith(tail):
-            return None
-        rows.append(data[at:end - len(tail)] + b"\n")
-        at = end
-    return b"".join(rows)
+    rows = list(_rows_after_header(data))
+    if not all(row.endswith(tail) for row in rows):
+        return None
+    return b"".join([_header_line(legacy), *(row[:-len(tail)] + b"\n" for row in rows)])
+
+
+def _header_line(columns: Sequence[str]) -> bytes:
+    return (",".join(columns) + "\n").encode()
 
 
 def upgrade(data_dir: Path) -> list[str]:

@@ -9,9 +9,10 @@ from datetime import date
 
 import pandas as pd
 
-from pipeline.alerts import plural, condition_of
-from pipeline.contract import ALERT, DRIFT_RULE, EVENTS, MESSAGE, METRIC, PIPELINE, RULE, RUN_DATE, SEVERITY, VALUE, WARNING
-from pipeline.notify import ACKNOWLEDGE, MUTE, Silence
+from pipeline.alerts import condition_of, plural
+from pipeline.contract import (ALERT, DRIFT_RULE, EVENTS, MESSAGE, METRIC, PIPELINE, RULE, RUN_DATE, SEVERITY, VALUE,
+                               WARNING)
+from pipeline.notify import MUTE, Silence, acknowledged_target
 from pipeline.views import (SEVERITY_OF_RANK, SEVERITY_RANK, OpenCondition, between, open_alerts, open_conditions,
                             run_events)
 
@@ -152,7 +153,7 @@ def silence_note(incident, silences: Sequence) -> str:
     """The statement of a silence (`notify.Silence.statement`) covering an incident row: an acknowledgement of its
     condition and start, or a mute of its series lasting to its last run; else ""."""
     since = f"{pd.Timestamp(incident.start):%Y-%m-%d}"
-    acknowledged = (ACKNOWLEDGE, *condition_of(incident.rule, incident.pipeline, incident.metric), since)
+    acknowledged = acknowledged_target(condition_of(incident.rule, incident.pipeline, incident.metric), since)
     for s in silences:
         if s.target == acknowledged:
             return s.statement
@@ -172,7 +173,7 @@ UNITS = ("An open condition is one rule firing on the latest run: on one pipelin
 
 def acknowledgement(condition: OpenCondition, silences: Sequence[Silence]) -> Silence | None:
     """The acknowledgement of the incident `condition` is (its condition and first run), or None."""
-    target = (ACKNOWLEDGE, *condition.condition, f"{condition.since:%Y-%m-%d}")
+    target = acknowledged_target(condition.condition, f"{condition.since:%Y-%m-%d}")
     return next((s for s in silences if s.target == target), None)
 
 

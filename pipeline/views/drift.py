@@ -15,10 +15,10 @@ import pandas as pd
 from pipeline import store
 from pipeline.alerts import DriftConfirmation, confirm_drift, drift_windows
 from pipeline.config import Config, DriftConfig
-from pipeline.drift import threshold_phrase, value_line
+from pipeline.contract import (CONTEXT, DRIFT, DRIFTED, EFFECT_FROM, NOT_ENOUGH_DATA, QUERY_PREFIX, REFERENCE_DATE,
+                               RUN_DATE, STATISTIC, THRESHOLD, TOP1_COSINE, VALUE, VERDICT)
 from pipeline.corpus import CORPUS_FILE, Corpus, text_hash
-from pipeline.contract import (CONTEXT, DRIFT, DRIFTED, NOT_ENOUGH_DATA, QUERY_PREFIX, REFERENCE_DATE, RUN_DATE,
-                               STATISTIC, THRESHOLD, TOP1_COSINE, VALUE, VERDICT, EFFECT_FROM)
+from pipeline.drift import threshold_phrase, value_line
 from pipeline.views import _day
 
 

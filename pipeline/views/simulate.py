@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline import contract, jsonl
+from pipeline.alerts import plural
 from pipeline.contract import PIPELINE, RUN_DATE, VALUE
 from pipeline.sources import FEED_SUFFIXES
 
@@ -91,7 +92,7 @@ def save_upload(name: str, data: bytes, folder: Path) -> Path:
 def caught_lines(compared: pd.DataFrame) -> list[str]:
     """`simulate.compare_conditions`'s rows for reading, one line each: its answer, then which condition it is."""
     return [f"{r.answer}: {r.rule} on {_where(r.pipeline, r.series)}, {r.severity}, "
-            f"{r.runs} run{'s' if r.runs != 1 else ''} fired in the sandbox" for r in compared.itertuples()]
+            f"{plural(r.runs, 'run')} fired in the sandbox" for r in compared.itertuples()]
 
 
 def _where(pipeline: str, series: str) -> str:
