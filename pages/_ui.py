@@ -351,7 +351,8 @@ def alert_banner() -> None:
         st.html(_PHONE_CSS)
         worst = ALERT if counts.unacknowledged(ALERT) else WARNING if counts.unacknowledged(WARNING) else ""
         with st.container(key="alert_banner_line"):
-            st.markdown(f":{DELTA_COLOURS.get(worst, 'gray')}-background[{SEVERITY_ICONS.get(worst, ':material/how_to_reg:')} "
+            icon = SEVERITY_ICONS.get(worst, ":material/how_to_reg:")
+            st.markdown(f":{DELTA_COLOURS.get(worst, 'gray')}-background[{icon} "
                         f"**{views.escape_markdown(counts.open_phrase)}**]: the details below")
         for severity, box in ((ALERT, st.error), (WARNING, st.warning)):
             part = counts.unacknowledged(severity)

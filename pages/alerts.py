@@ -65,8 +65,6 @@ else:
         if st.button("Save", key="alerts_silence_save", icon=":material/notifications_off:"):
             row = found.loc[chosen]
             try:
-                if kind == notify.ACKNOWLEDGE and not by.strip():
-                    raise notify.SilenceError("An acknowledgement needs your name: everyone sees who is on it.")
                 notify.add_silence(directory, notify.Silence(
                     kind, row["rule"], row["pipeline"], row["metric"], note,
                     since=f"{row['start']:%Y-%m-%d}" if kind == notify.ACKNOWLEDGE else "",

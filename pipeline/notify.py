@@ -210,6 +210,8 @@ def add_silence(data_dir: Path, silence: Silence) -> Silence:
     """Keep `silence` (checked first; it replaces one on the same `target`: an acknowledgement of the same
     incident, on whichever of its series, or a mute of the same series), stamped with the time it was made."""
     silence.check(str(Path(data_dir) / MUTES_FILE))
+    if silence.kind == ACKNOWLEDGE and not silence.by.strip():  # (entries made before names were asked still read)
+        raise SilenceError("an acknowledgement needs the name of who is on it: every page shows it")
     stamped = Silence(**{**asdict(silence), "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")})
     with _outbox_locked(data_dir):
         kept = [s for s in read_silences(data_dir) if s.target != silence.target]

@@ -249,7 +249,10 @@ def test_runs_deliver_what_a_killed_or_failed_run_left_and_never_twice(e2e_confi
 def test_a_muted_series_and_an_acknowledged_incident_are_not_sent(tmp_path, receiver):
     # bm25 muted to day 1; dense's incident that started on day 0 acknowledged; hybrid untouched
     add_silence(tmp_path, Silence(MUTE, FLOOR, "bm25", "recall@5", "reindexing, ignore", until=day(1).isoformat()))
-    add_silence(tmp_path, Silence(ACKNOWLEDGE, FLOOR, "dense", "recall@5", "on it (ana)", since=day(0).isoformat()))
+    with pytest.raises(SilenceError, match="needs the name"):  # who is on it: a new acknowledgement names them
+        add_silence(tmp_path, Silence(ACKNOWLEDGE, FLOOR, "dense", "recall@5", "on it", since=day(0).isoformat()))
+    add_silence(tmp_path, Silence(ACKNOWLEDGE, FLOOR, "dense", "recall@5", "on it (ana)", since=day(0).isoformat(),
+                                  by="ana"))
     dense_again = Alert(**{**floor_alert(2, "dense").row(), "since": day(2).isoformat()})  # a new incident later
     enqueue(tmp_path, [floor_alert(0), floor_alert(0, "dense"), floor_alert(0, "hybrid"), floor_alert(2),
                        dense_again])
