@@ -49,7 +49,7 @@ else:
 
 ks = sorted(int(k) for k in metrics[contract.K].unique())
 k = st.selectbox("Cutoff k", ks, index=ks.index(views.default_k(ks)), key="overview_k",
-                 help="The rank cutoff of the metrics shown (the alert rules watch the largest k not above 5).")
+                 help="The rank cutoff of the metrics shown (by default the largest k not above 5, else the smallest: the one the alert rules watch).")
 st.caption(f"Each pipeline's latest run against the rules' reference period (its first {config.alerts.reference_runs} "
            "runs) and a week ago. Red: an alert fired on the series; orange: a warning fired, or it is worse than its "
            "reference by more than half the drop rule's practical threshold. Dotted: the reference mean; vertical "

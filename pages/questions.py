@@ -17,14 +17,14 @@ config, metrics, runs, alerts, gold = ui.config(), ui.metrics(), ui.runs(), ui.a
 
 pipelines = views.values_of(metrics, contract.PIPELINE)
 ks = sorted(int(k) for k in metrics[contract.K].unique())
-names = [m for m in views.METRIC_LABELS if m in set(metrics[contract.METRIC])]
+names = [m for m in views.RETRIEVAL_METRICS if m in set(metrics[contract.METRIC])]
 days = views.run_dates(runs)
 c1, c2, c3, c4, c5 = st.columns(5)
 asked = st.query_params  # the Overview's incident link names a pipeline and a "Then"
 pipeline = c1.selectbox("Pipeline", pipelines, key="questions_pipeline",
                         index=pipelines.index(asked["pipeline"]) if asked.get("pipeline") in pipelines else 0)
 k = c2.selectbox("Cutoff k", ks, index=ks.index(views.default_k(ks)), key="questions_k")
-metric = c3.selectbox("Metric", names, index=names.index("recall") if "recall" in names else 0,
+metric = c3.selectbox("Metric", names, index=views.first_metric(names),
                       format_func=views.metric_label, key="questions_metric")
 then_default = questions_views.default_then(days, alerts, runs, config.alerts.window)
 then_default = next((d for d in days if str(d) == asked.get("then")), then_default)

@@ -84,7 +84,7 @@ metrics = ui.metrics()
 names = views.values_of(metrics, contract.METRIC)
 ks = sorted(int(k) for k in metrics[contract.K].unique())
 c1, c2 = st.columns(2)
-metric = c1.selectbox("Metric", names, index=names.index("recall") if "recall" in names else 0,
+metric = c1.selectbox("Metric", names, index=views.first_metric(names),
                       format_func=views.metric_label, key="sim_metric")
 k = c2.selectbox("Cutoff k", ks, index=ks.index(views.default_k(ks)), key="sim_k")
 label = views.metric_label(metric, k)

@@ -23,8 +23,8 @@ st.caption(f"{len(review.run_dates)} runs from {first} to {last}, compared with 
 with st.container(key="weekly_summary", border=True):
     st.markdown(views.escape_markdown(report.summary_paragraph(review, review.gold_texts)))
 
-names = [m for m in report.REVIEW_METRICS if m in set(review.summary[contract.METRIC])]
-metric = st.segmented_control("Chart metric", names, default="recall" if "recall" in names else names[0],
+names = [m for m in views.HEADLINE if m in set(review.summary[contract.METRIC])]
+metric = st.segmented_control("Chart metric", names, default=names[views.first_metric(names)],
                               format_func=views.metric_label, key="weekly_metric", required=True) or names[0]
 rows = review.summary[review.summary[contract.METRIC] == metric]
 st.plotly_chart(charts.weekly_figure(rows, views.metric_label(metric, k), week, review.previous), key="weekly_chart")
@@ -47,7 +47,7 @@ if review.alerts.empty:
 else:
     ui.alerts_table(review.alerts, "weekly_alerts")
 
-st.subheader(f"Most regressed questions ({views.metric_label(report.CHART_METRIC, k)}, weekly mean)")
+st.subheader(f"Most regressed questions ({views.metric_label(views.DEFAULT_METRIC, k)}, weekly mean)")
 if review.regressions.empty:
     st.success("No question's weekly mean fell.", icon=":material/check_circle:")
 else:

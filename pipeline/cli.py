@@ -15,6 +15,7 @@ from pathlib import Path
 from pipeline import contract, redact
 from pipeline.config import PIPELINES, load_config, require_sources
 from pipeline.errors import DriftwatchError
+from pipeline.metrics import HEADLINE, default_k, series_name
 from pipeline.simulate import SCENARIOS
 from pipeline.store import LockError
 
@@ -246,22 +247,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _summary(result) -> str:
-    """A small table of the run's means: one row per pipeline, recall/MRR/nDCG at the largest k <= 5."""
+    """A small table of the run's means: one row per pipeline, the headline metrics at the default k."""
     run = result.run
     lines = [(f"{run['run_date']}: {run['status']}, feeds ok {run['feeds_ok']} failed {run['feeds_failed']}, "
               f"docs +{run['docs_new']} ~{run['docs_updated']} -{run['docs_deleted']} = {run['docs_total']}, "
               f"chunks {run['chunks_total']} ({run['chunks_embedded']} embedded), {run['seconds']:.1f}s")]
     if not result.metrics:  # the deadline stopped the run before its evaluation (partial), or every target failed
         return "\n".join([*lines, "  no metrics" + (f": {run['events']}" if run["events"] else "")])
-    ks = sorted({row["k"] for row in result.metrics})
-    k = max([x for x in ks if x <= 5] or ks)
+    k = default_k(row["k"] for row in result.metrics)
     pipelines = list(dict.fromkeys(row["pipeline"] for row in result.metrics))
-    lines.append(f"  {'pipeline':<14}{'hit@' + str(k):>9}{'recall@' + str(k):>11}{'mrr@' + str(k):>9}"
-                 f"{'ndcg@' + str(k):>9}{'unjudged@' + str(k):>13}")
+    widths = [max(9, len(series_name(m, k)) + 3) for m in HEADLINE]
+    lines.append(f"  {'pipeline':<14}" + "".join(f"{series_name(m, k):>{w}}" for m, w in zip(HEADLINE, widths)))
     for p in pipelines:
-        v = {m: result.mean(p, m, k) for m in ("hit", "recall", "mrr", "ndcg", "unjudged")}
-        lines.append(f"  {p:<14}{v['hit']:>9.3f}{v['recall']:>11.3f}{v['mrr']:>9.3f}{v['ndcg']:>9.3f}"
-                     f"{v['unjudged']:>13.3f}")
+        lines.append(f"  {p:<14}" + "".join(f"{result.mean(p, m, k):>{w}.3f}" for m, w in zip(HEADLINE, widths)))
     return "\n".join(lines)
 
 
@@ -491,7 +489,7 @@ def _simulate(args: argparse.Namespace) -> int:
     todo = sum(d >= start for d in days) or 1
     with _progress(todo, args.scenario) as progress:
         result = simulate(config, scenario, source, Path(args.out), progress=progress)
-    k = max([x for x in config.retrieval.k if x <= 5] or config.retrieval.k)
+    k = default_k(config.retrieval.k)
     table = results_table(compare(source, result.sandbox, args.metric, k), start)
     print(f"{scenario.describe()} on {start}; sandbox: {result.sandbox} (source untouched: {result.source})")
     print(f"{args.metric}@{k}: original vs simulated")

@@ -22,7 +22,7 @@ from pipeline import PROJECT_URL, __version__, redact
 from pipeline.contract import (CLASSIFIER_ACCURACY, DRIFT_FAMILY, DUPLICATE_SHARE, NEW_CATEGORY_SHARE, NEW_SOURCE_SHARE,
                                NOVEL_SHARE)
 from pipeline.errors import DriftwatchError
-from pipeline.metrics import DEFAULT_WATCHED, MEAN_NAMES
+from pipeline.metrics import DEFAULT_WATCHED, RETRIEVAL_METRICS, default_k, series_name
 
 DEFAULT_CONFIG_FILE = "monitor.toml"
 ENV_CONFIG = "DRIFTWATCH_CONFIG"
@@ -41,7 +41,6 @@ _PLACEMENT = ("engine", "ray_address", "ray_workers")
 DENSE_INDEXES = ("flat", "hnsw")
 BM25_METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
 STOPWORDS = ("en", "none")
-METRIC_NAMES = tuple(MEAN_NAMES.values())  # the averaged metrics' names in metrics.csv
 
 
 # Upper bounds of settings that a typo (or an attacker's config) would otherwise make unbounded.
@@ -235,7 +234,7 @@ class AlertsConfig:
     window: int = 7  # runs forming the drop rule's baseline (the tested runs never among them)
     criticality: str = "standard"
     # Series the drop and slow-drift rules watch, as metric@k; empty: hit, recall, mrr and ndcg at the
-    # largest configured k not above 5 (see `watched`).
+    # default k, the largest configured k not above 5, else the smallest (see `watched`).
     metrics: tuple[str, ...] = ()
     drop: dict[str, float] = field(default_factory=dict)  # per-metric relative change, e.g. {"recall@5" = 0.05}
     floors: dict[str, float] = field(default_factory=dict)  # absolute limit, e.g. {"recall@5" = 0.6}
@@ -252,8 +251,8 @@ class AlertsConfig:
     def watched(self, ks: tuple[int, ...]) -> tuple[str, ...]:
         if self.metrics:
             return self.metrics
-        k = max([x for x in ks if x <= 5] or [min(ks)])
-        return tuple(f"{m}@{k}" for m in DEFAULT_WATCHED)
+        k = default_k(ks)
+        return tuple(series_name(m, k) for m in DEFAULT_WATCHED)
 
 
 GENERATION_MODES = ("off", "logged", "generate")
@@ -571,8 +570,8 @@ def _check(cfg: Config, src: str) -> None:
     for key, names in (("alerts.metrics", a.metrics), ("alerts.drop", a.drop), ("alerts.floors", a.floors)):
         for name in names:
             metric, _, k = name.partition("@")
-            if metric not in METRIC_NAMES or not k.isdigit() or int(k) not in r.k:
-                raise bad(key, f"{name!r} is not metric@k with a metric in {', '.join(METRIC_NAMES)} "
+            if metric not in RETRIEVAL_METRICS or not k.isdigit() or int(k) not in r.k:
+                raise bad(key, f"{name!r} is not metric@k with a metric in {', '.join(RETRIEVAL_METRICS)} "
                                f"and k in retrieval.k {list(r.k)}")
     if any(not 0 < v < 1 for v in a.drop.values()):
         raise bad("alerts.drop", "relative drops are fractions between 0 and 1, e.g. 0.1 for 10%")

@@ -18,13 +18,12 @@ from pipeline.demo import clear_history
 from pipeline.errors import DriftwatchError
 from pipeline.gold import load_gold
 from pipeline.job import run_day
-from pipeline.metrics import MEAN_NAMES
+from pipeline.metrics import GATED, MEAN_NAMES, RETRIEVAL_METRICS
 from pipeline.targets import run_file
 
 # Every entry of the documents counts, whatever its date: a dated folder is read up to this date.
 ALL_DATES = date(2200, 1, 1)  # within pandas timestamps (which end in 2262)
 REPORT_VERSION = 2  # 2 added the fingerprint
-GATED = ("hit", "recall", "precision", "mrr", "ndcg")  # higher is better; unjudged is reported, not gated
 MINIMUM_METRIC = "recall"  # what --min-recall-at-k bounds
 # What a baseline must share with a report to be compared with it; the settings may differ (that is what is gated).
 PROTOCOL = {"gold": "gold set", "documents": "document set"}
@@ -329,7 +328,7 @@ def table(report: dict, baseline: dict | None = None) -> str:
     lines += ["", f"{'pipeline':<14}{'metric':<12}{'value':>9}{'baseline':>10}{'change':>9}"]
     for pipeline, values in report["pipelines"].items():
         before = (baseline or {}).get("pipelines", {}).get(pipeline, {}).get("means", {})
-        for metric in GATED + ("unjudged",):
+        for metric in RETRIEVAL_METRICS:
             new = values["means"][metric]
             old = before.get(metric)
             tail = f"{old:>10.4f}{new - old:>+9.4f}" if old is not None else f"{'-':>10}{'':>9}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
 from numbers import Integral
@@ -30,30 +30,56 @@ class MetricInfo:
 
     name: str  # metrics.csv's metric name, e.g. "mrr"
     column: str  # per_question.csv's column, e.g. "rr"
-    label: str
+    label: str  # how pages, the report and messages name it, e.g. "MRR"
     higher_is_better: bool = True
 
     def series(self, k: int) -> str:
         """The series name of this metric at k, as alerts.csv and the config write it: "mrr@5"."""
-        return f"{self.name}@{k}"
+        return series_name(self.name, k)
+
+
+def series_name(metric: str, k: int) -> str:
+    """"recall", 5 -> "recall@5", the name alerts.csv and the config give a series."""
+    return f"{metric}@{k}"
 
 
 REGISTRY: dict[str, MetricInfo] = {info.name: info for info in (
-    MetricInfo("hit", "hit", "Hit"),
-    MetricInfo("recall", "recall", "Recall"),
-    MetricInfo("precision", "precision", "Precision"),
+    MetricInfo("hit", "hit", "hit rate"),
+    MetricInfo("recall", "recall", "recall"),
+    MetricInfo("precision", "precision", "precision"),
     MetricInfo("mrr", "rr", "MRR"),
     MetricInfo("ndcg", "ndcg", "nDCG"),
-    MetricInfo("unjudged", "unjudged", "Unjudged", higher_is_better=False),
+    MetricInfo("unjudged", "unjudged", "unjudged share", higher_is_better=False),
     # The answer layer's per-answer scores (per_answer.csv's columns; pipeline/answers.py), watched by the same
     # drop and slow-drift rules; they have no k.
-    MetricInfo("faithfulness", "faithfulness", "Faithfulness"),
-    MetricInfo("answer_relevance", "answer_relevance", "Answer relevance"),
+    MetricInfo("faithfulness", "faithfulness", "faithfulness"),
+    MetricInfo("answer_relevance", "answer_relevance", "answer relevance"),
     MetricInfo("k_precision", "k_precision", "K-precision"),
 )}
 ANSWER_WATCHED = ("faithfulness", "answer_relevance", "k_precision")
-# Watched by the drop and slow-drift rules unless alerts.metrics says otherwise (at the default k, see config).
-DEFAULT_WATCHED = ("hit", "recall", "mrr", "ndcg")
+RETRIEVAL_METRICS = tuple(MEAN_NAMES.values())  # the retrieval metrics' names in metrics.csv, in the pages' order
+# What a summary shows (the run summary of `run`, the weekly review's table): quality, then coverage.
+HEADLINE = ("hit", "recall", "mrr", "ndcg", "unjudged")
+# The headline's quality metrics (unjudged is coverage: shown, never alerted on): watched by the drop and slow-drift
+# rules unless alerts.metrics says otherwise (at `default_k`), and the Overview's cards.
+DEFAULT_WATCHED = tuple(m for m in HEADLINE if REGISTRY[m].higher_is_better)
+# What `eval` (the CI gate, pipeline/gate.py) gates: every retrieval metric where higher is better.
+GATED = tuple(m for m in RETRIEVAL_METRICS if REGISTRY[m].higher_is_better)
+DEFAULT_METRIC = "recall"  # the metric a chart or a metric picker shows first
+CONTEXT_K = 5  # about the passages a RAG prompt takes: see default_k
+
+
+def default_k(ks: Iterable[int]) -> int:
+    """The cutoff shown and watched unless one is asked for: the largest k not above CONTEXT_K (5), else the smallest.
+
+    A generator reads about the top 5 passages, so the largest cutoff within them is the one closest to what it
+    sees; when every cutoff is above 5 (k = (10, 20)), the smallest is the closest. The alerts' default watched
+    series (config.AlertsConfig.watched), the command line's summaries, every page's "Cutoff k", the weekly review
+    and the signals all take it from here, so they never disagree."""
+    ks = sorted({int(k) for k in ks})
+    if not ks:
+        raise ValueError("no k to choose from")
+    return max([k for k in ks if k <= CONTEXT_K] or [ks[0]])
 
 
 def metric_info(name: str) -> MetricInfo:

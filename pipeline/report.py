@@ -21,10 +21,9 @@ from pipeline.contract import ALERT, WARNING
 from pipeline.charts import EVENT_COLOUR, MAX_EVENT_LABEL, SEVERITY_COLOURS, colour_map
 from pipeline.notify import Silence, read_silences
 from pipeline.views.alerts import AlertCounts, count_alerts, incidents
+from pipeline.metrics import DEFAULT_METRIC, HEADLINE
 from pipeline.redact import redact
 
-REVIEW_METRICS = ("hit", "recall", "mrr", "ndcg", "unjudged")  # the summary table's columns
-CHART_METRIC = "recall"
 TOP_QUESTIONS = 10
 REPORTS_DIR = "reports"  # the default folder of `python -m pipeline report`, inside the data directory
 
@@ -41,9 +40,9 @@ class WeeklyReview:
     end: date
     run_dates: tuple[date, ...]
     k: int  # the cutoff of the summary table, the chart and the regressed questions
-    summary: pd.DataFrame  # weekly_views.weekly_means rows at k for REVIEW_METRICS
+    summary: pd.DataFrame  # weekly_views.weekly_means rows at k for HEADLINE
     every_metric: pd.DataFrame  # weekly_views.weekly_means rows at every k
-    daily: pd.DataFrame  # CHART_METRIC@k per run date and pipeline over both weeks (run_date, pipeline, value)
+    daily: pd.DataFrame  # DEFAULT_METRIC@k per run date and pipeline over both weeks (run_date, pipeline, value)
     alerts: pd.DataFrame  # the week's alerts.csv rows
     regressions: pd.DataFrame  # weekly_views.week_regressions
     corpus: weekly_views.CorpusWeek
@@ -69,15 +68,15 @@ def weekly_review(runs: pd.DataFrame, metrics: pd.DataFrame, per_question: pd.Da
     k = k if k is not None else views.default_k(metrics[contract.K].unique())
     previous = weekly_views.previous_week(week)
     every = weekly_views.weekly_means(metrics, week)
-    summary = every[(every[contract.K] == k) & every[contract.METRIC].isin(REVIEW_METRICS)]
+    summary = every[(every[contract.K] == k) & every[contract.METRIC].isin(HEADLINE)]
     pipelines = views.values_of(metrics, contract.PIPELINE)
     summary = summary.assign(_p=summary[contract.PIPELINE].map(pipelines.index),
-                             _m=summary[contract.METRIC].map(REVIEW_METRICS.index))
+                             _m=summary[contract.METRIC].map(HEADLINE.index))
     summary = summary.sort_values(["_p", "_m"], kind="stable").drop(columns=["_p", "_m"])
     both = pd.concat([weekly_views.in_week(metrics, previous), weekly_views.in_week(metrics, week)])
     fortnight = [pd.concat([weekly_views.in_week(frame, previous), weekly_views.in_week(frame, week)])
                  for frame in (alerts, runs)]
-    daily = views.metric_series(both, CHART_METRIC, k)
+    daily = views.metric_series(both, DEFAULT_METRIC, k)
     week_alerts = weekly_views.in_week(alerts, week).sort_values([contract.RUN_DATE, contract.SEVERITY, contract.RULE],
                                                                  kind="stable")
     return WeeklyReview(
@@ -85,7 +84,7 @@ def weekly_review(runs: pd.DataFrame, metrics: pd.DataFrame, per_question: pd.Da
         run_dates=tuple(views.run_dates(weekly_views.in_week(runs, week))), k=k,
         summary=summary.reset_index(drop=True), every_metric=every, daily=daily,
         alerts=week_alerts.reset_index(drop=True),
-        regressions=weekly_views.week_regressions(per_question, week, k, CHART_METRIC, TOP_QUESTIONS),
+        regressions=weekly_views.week_regressions(per_question, week, k, DEFAULT_METRIC, TOP_QUESTIONS),
         corpus=weekly_views.week_corpus(runs, week), events=views.run_events(weekly_views.in_week(runs, week)),
         marks=views.alert_points(fortnight[0], None), notes=views.run_events(fortnight[1]),
         gold_texts=dict(gold_texts or {}),
@@ -211,7 +210,7 @@ def _summary_table(review: WeeklyReview) -> str:
     summary = review.summary
     if summary.empty:
         return '<p class="note">No metrics this week.</p>'
-    metrics = [m for m in REVIEW_METRICS if m in set(summary[contract.METRIC])]
+    metrics = [m for m in HEADLINE if m in set(summary[contract.METRIC])]
     rows = []
     for pipeline in views.values_of(summary, contract.PIPELINE):
         cells = [_e(pipeline)]
@@ -224,7 +223,7 @@ def _summary_table(review: WeeklyReview) -> str:
 
 
 def _chart_svg(review: WeeklyReview, width: int = 640, height: int = 220) -> str:
-    """CHART_METRIC@k per pipeline over both weeks as an inline SVG line chart (no script, no external file): the
+    """DEFAULT_METRIC@k per pipeline over both weeks as an inline SVG line chart (no script, no external file): the
     week boundary dashed, run notes as dotted lines, a circle in the severity's colour where an alert fired on the
     pipeline (on any of its series; a corpus-wide alert above the plot), its messages in the mark's tooltip."""
     daily = review.daily.dropna(subset=[contract.VALUE])
@@ -239,7 +238,7 @@ def _chart_svg(review: WeeklyReview, width: int = 640, height: int = 220) -> str
     y = lambda v: top + (height - top - bottom) * (1 - (v - low) / ((high - low) or 1))  # noqa: E731
     index = {d: i for i, d in enumerate(days)}
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 22}" role="img" '
-             f'aria-label="{_e(views.metric_label(CHART_METRIC, review.k))} per pipeline">']
+             f'aria-label="{_e(views.metric_label(DEFAULT_METRIC, review.k))} per pipeline">']
     for v in (low, (low + high) / 2, high):
         parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#e5e5e5"/>'
                      f'<text x="{left - 6}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">{v:.2f}</text>')
@@ -305,7 +304,7 @@ def _alerts_section(review: WeeklyReview) -> str:
 
 def _regressions_section(review: WeeklyReview) -> str:
     table = review.regressions
-    label = views.metric_label(CHART_METRIC, review.k)
+    label = views.metric_label(DEFAULT_METRIC, review.k)
     if table.empty:
         return f'<p class="note">No question\'s weekly {_e(label)} fell against {_e(review.previous)}.</p>'
     rows = [[_e(q), _e(p), _num(b), _num(a), f'<span class="worse">{c:+.3f}</span>']
@@ -357,7 +356,7 @@ def render_html(review: WeeklyReview, evidently_built: Mapping[date, bool] | Non
     command that builds one)."""
     runs = len(review.run_dates)
     span = f"{review.start:%Y-%m-%d} to {review.end:%Y-%m-%d}"
-    label = views.metric_label(CHART_METRIC, review.k)
+    label = views.metric_label(DEFAULT_METRIC, review.k)
     body = [
         f"<h1>driftwatch weekly review: {_e(review.week)}</h1>",
         f'<p class="meta">{_e(span)}, {runs} run{"s" if runs != 1 else ""}, compared with {_e(review.previous)} '

@@ -11,6 +11,7 @@ import pandas as pd
 
 from pipeline import contract, store
 from pipeline.gold import GoldQuestion
+from pipeline.metrics import default_k
 from pipeline.retrieval import Ranking
 
 # Signal names, as signals.csv's `signal` column writes them.
@@ -21,6 +22,7 @@ TOP1_SHIFT = "top1_shift"  # top-1 score minus its mean over the previous runs (
 TOP1_KS = "top1_ks"  # per run: KS distance of today's top-1 scores from those of the previous runs
 TOP1_KS_P = "top1_ks_p"  # its two-sample p-value (descriptive: the earlier runs hold the same questions)
 HNSW_RECALL = "hnsw_recall"  # top-k overlap of the HNSW dense index with exact search (mean per run)
+TOP1_SIGNALS = (TOP1_SHIFT, TOP1_KS, TOP1_KS_P)  # at TOP1_K, whatever the configured ks
 SIGNALS = (GOLD_MARGIN, NEW_DOCS, QUESTIONS_WITH_NEW, TOP1_SHIFT, TOP1_KS, TOP1_KS_P, HNSW_RECALL)
 TOP1_K = 1  # the k of the top-1 signals' rows
 PER_RUN = ""  # the question_id of a per-run row
@@ -137,12 +139,12 @@ def latest(signals: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary(rows: Sequence[dict]) -> Mapping[str, dict[str, float]]:
-    """Per pipeline, this run's per-run signals at the largest k up to 5 (and the top-1 ones): for the CLI."""
+    """Per pipeline, this run's per-run signals at the default k (and the top-1 ones): for the CLI."""
     frame = pd.DataFrame(list(rows))
     if frame.empty:
         return {}
     frame = frame[frame["question_id"] == PER_RUN]
-    ks = sorted(set(frame["k"]) - {TOP1_K}) or [TOP1_K]
-    k = max([x for x in ks if x <= 5] or ks)
-    keep = frame[(frame["k"] == k) | (frame["signal"].isin([TOP1_SHIFT, TOP1_KS, TOP1_KS_P]))]
+    top1 = frame["signal"].isin(TOP1_SIGNALS)
+    k = default_k(frame.loc[~top1, "k"]) if (~top1).any() else TOP1_K  # the top-1 rows' k is no configured k
+    keep = frame[(frame["k"] == k) | top1]
     return {p: dict(zip(g["signal"], g["value"])) for p, g in keep.groupby("pipeline", sort=False)}

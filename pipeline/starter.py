@@ -111,7 +111,7 @@ NOTES: dict[str, dict[str, str]] = {
     "alerts": {
         "window": "runs forming the drop rule's baseline",
         "criticality": "critical (5%), standard (10%) or exploratory (20%) change counts",
-        "metrics": "series the drop and slow-drift rules watch (empty: hit, recall, mrr, ndcg at k=5)",
+        "metrics": "series the drop and slow-drift rules watch (empty: hit, recall, mrr, ndcg at the default k: the largest k <= 5, else the smallest)",
         "drop": "per-metric relative drop, e.g. {\"recall@5\" = 0.05}",
         "floors": "absolute limit per metric@k, e.g. {\"recall@5\" = 0.5}",
         "alpha": "family-wise error per rule and run (Holm over the watched series)",

@@ -29,6 +29,7 @@ from pipeline.cli import main
 from pipeline.config import Config
 from pipeline.demo import FIRST_RUN_DAY, build_demo, demo_date, demo_home
 from pipeline.gold import load_gold
+from pipeline.metrics import DEFAULT_WATCHED
 from pipeline.simulate import catch_verdict, caught, compare, discard_sandbox, results_table
 from pipeline.views.simulate import caught_lines
 
@@ -157,7 +158,7 @@ def test_overview_shows_the_csv_values_and_a_verdict_per_pipeline(history, open_
     latest = metrics["run_date"].max()
     cards = {m.label: m for m in at.metric}
     today = metrics[(metrics["run_date"] == latest) & (metrics["k"] == 5)
-                    & metrics["metric"].isin(overview_views.HEADLINE_METRICS)]
+                    & metrics["metric"].isin(DEFAULT_WATCHED)]
     assert len(today) == 12  # 3 pipelines x 4 metrics
     for row in today.itertuples():
         card = cards[f"{row.pipeline} · {views.metric_label(row.metric, 5)}"]

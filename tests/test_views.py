@@ -74,11 +74,6 @@ def test_only_http_links_are_kept(url, safe):
     assert views.safe_url(url) == safe
 
 
-@pytest.mark.parametrize("ks, k", [([1, 3, 5, 10], 5), ([1, 3], 3), ([10, 20], 10), ([5], 5)])
-def test_default_k_is_the_largest_up_to_five(ks, k):
-    assert views.default_k(ks) == k
-
-
 def test_question_column_maps_mrr_to_rr():
     assert views.question_column("mrr") == "rr" and views.question_column("recall") == "recall"
     with pytest.raises(ValueError, match="unknown metric"):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -22,11 +22,11 @@ from pipeline.contract import (CORPUS_METRIC, EVENTS, K, MESSAGE, METRIC, PIPELI
                                SEVERITY, VALUE)
 from pipeline.demo import DEMO_CONFIG
 from pipeline.gold import GoldQuestion, load_gold
-from pipeline.metrics import metric_info
+# the registry's lists, default_k and series_name, re-exported for the pages
+from pipeline.metrics import (DEFAULT_METRIC, HEADLINE, REGISTRY, RETRIEVAL_METRICS, default_k,  # noqa: F401
+                              metric_info, series_name)
 from pipeline import store
 
-METRIC_LABELS = {"hit": "hit rate", "recall": "recall", "precision": "precision", "mrr": "MRR", "ndcg": "nDCG",
-                 "unjudged": "unjudged share"}
 SEVERITY_RANK = {severity: rank for rank, severity in enumerate(SEVERITIES, start=1)}  # 0: no alert
 SEVERITY_OF_RANK = {rank: severity for severity, rank in SEVERITY_RANK.items()}
 
@@ -70,22 +70,15 @@ def gold_questions(path: Path) -> dict[str, GoldQuestion]:
 # --- small helpers --------------------------------------------------------------------------------------
 
 
-def series_name(metric: str, k: int) -> str:
-    """"recall", 5 -> "recall@5", the name alerts.csv gives a series."""
-    return f"{metric}@{k}"
-
-
 def metric_label(metric: str, k: int | None = None) -> str:
-    name = METRIC_LABELS.get(metric, metric)
+    """A metric's label from the registry ("nDCG", or "nDCG@5" at k); a name the registry lacks as it is."""
+    name = REGISTRY[metric].label if metric in REGISTRY else metric
     return name if k is None else f"{name}@{k}"
 
 
-def default_k(ks: Iterable[int]) -> int:
-    """The largest k not above 5 (the cutoff the alert rules watch by default), else the smallest."""
-    ks = sorted(set(int(k) for k in ks))
-    if not ks:
-        raise ValueError("no k to choose from")
-    return max([k for k in ks if k <= 5] or [ks[0]])
+def first_metric(names: Sequence[str]) -> int:
+    """The index a metric picker over `names` starts at: the registry's DEFAULT_METRIC (recall), else the first."""
+    return names.index(DEFAULT_METRIC) if DEFAULT_METRIC in names else 0
 
 
 def values_of(frame: pd.DataFrame, column: str) -> list:

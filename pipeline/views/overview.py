@@ -15,11 +15,10 @@ import pandas as pd
 from pipeline import series
 from pipeline.contract import ALERT, WARNING
 from pipeline.config import AlertsConfig
-from pipeline.metrics import metric_info
+from pipeline.metrics import DEFAULT_WATCHED, metric_info
 from pipeline.contract import K, METRIC, PIPELINE, RULE, RUN_DATE, SEVERITY, VALUE
 from pipeline.views import SEVERITY_OF_RANK, SEVERITY_RANK, metric_label, open_conditions, series_name, values_of
 
-HEADLINE_METRICS = ("hit", "recall", "mrr", "ndcg")  # the Overview's cards
 OK = "ok"
 STATUSES = (OK, WARNING, ALERT)
 WEEK = pd.Timedelta(days=7)
@@ -130,7 +129,7 @@ def describe(status: SeriesStatus) -> str:
 
 
 def verdict(metrics: pd.DataFrame, alerts: pd.DataFrame, pipeline: str, k: int, config: AlertsConfig,
-            names: Sequence[str] = HEADLINE_METRICS) -> Verdict:
+            names: Sequence[str] = DEFAULT_WATCHED) -> Verdict:
     """One pipeline's status on the latest run: "alert" when an alert fired on one of its series, "warning"
     when a warning did or a series is worse than its reference period or a week ago by more than the drop
     rule's practical threshold (large but not, or not yet, significant), else "ok". The reason names the open
