@@ -18,7 +18,7 @@ from pipeline.views import alerts as alerts_views
 from pipeline.views import drift as drift_views
 from pipeline.views import questions as questions_views
 from pipeline.contract import ALERT, WARNING
-from pipeline.config import Config, ConfigError
+from pipeline.config import AlertsConfig, Config, ConfigError
 from pipeline.corpus import CORPUS_FILE
 from pipeline.errors import DriftwatchError
 from pipeline.gold import GoldError
@@ -161,16 +161,18 @@ def per_question_view(view, *args) -> object:
 
 @st.cache_data(max_entries=8, show_spinner="Preparing the review…")
 def _weekly_review(directory: str, stamps: tuple, week: str, texts: tuple, _silences: list,
-                   silences_stamp: tuple) -> report.WeeklyReview:
+                   silences_stamp: tuple, _alerts: AlertsConfig, reference: tuple) -> report.WeeklyReview:
     frames = [_cached(directory, name, stamp) for name, stamp in zip(REVIEW_FILES, stamps)]
-    return report.weekly_review(*frames, week, gold_texts=dict(texts), silences=_silences)
+    return report.weekly_review(*frames, week, gold_texts=dict(texts), silences=_silences, config=_alerts)
 
 
 def weekly_review(week: str) -> report.WeeklyReview:
     directory = data_dir()
     texts = tuple(sorted((q, g.question) for q, g in gold().items()))
+    rules = config().alerts  # the persistence's reference period (keyed by what names it)
     return _weekly_review(str(directory), tuple(_stamp(directory / name) for name in REVIEW_FILES), week, texts,
-                          silences(), _stamp(directory / notify.MUTES_FILE))
+                          silences(), _stamp(directory / notify.MUTES_FILE), rules,
+                          (rules.reference_runs, rules.reference_start))
 
 
 def runs(directory: Path | None = None) -> pd.DataFrame:
@@ -442,6 +444,19 @@ def metric_card(container, label: str, status) -> None:
         note += f" The latest run fired {'an' if status.severity == ALERT else 'a'} {status.severity} on this series."
     container.metric(label, f"{status.value:.3f}", delta, delta_color=colour, border=True, help=note,
                      icon=SEVERITY_ICONS.get(status.severity), delta_arrow=arrow)
+
+
+def persistence_table(result, key: str) -> None:
+    """The persistence table (views.persistence_frame) under its caption: levels to 3 decimals, drops as signed
+    percentages; until the reference period is complete and a run follows it, what it waits for."""
+    if not result.ready:
+        st.info(views.escape_markdown(result.waiting()), icon=":material/info:")
+        return
+    st.caption(views.escape_markdown(result.describe()))
+    frame = views.persistence_frame(result)
+    table(frame, key, column_config={
+        c: st.column_config.NumberColumn(c, format="%+.1f%%" if c.endswith("(%)") else "%.3f")
+        for c in frame.columns if "@" in c or c.endswith("(%)")})
 
 
 def table(frame: pd.DataFrame, key: str, **options) -> None:

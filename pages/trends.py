@@ -7,6 +7,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from pipeline import charts, contract, views
+from pipeline.persistence import persistence
 from pipeline.views import trends as trends_views
 
 ui.page_frame()
@@ -45,3 +46,7 @@ for metric in chosen:
     figure = charts.trend_figure(trend, views.metric_label(metric, k), points, events,
                                  threshold_note=trends_views.threshold_note(metric, k, rules))
     st.plotly_chart(figure, key=f"trends_chart_{metric}")
+
+st.subheader("Persistence")
+lasting = ui.per_question_view(persistence, rules, k)
+ui.persistence_table(lasting, "trends_persistence")

@@ -34,7 +34,7 @@ for pipeline in views.values_of(review.summary, contract.PIPELINE):
     for column, row in zip(st.columns(len(cells)), cells.itertuples(index=False)):
         delta = None if row.change != row.change else f"{row.change:+.3f} ({row.change_pct:+.1f}%)"
         column.metric(f"{pipeline} · {views.metric_label(row.metric, k)}", f"{row.mean:.3f}", delta,
-                      delta_color="inverse" if row.metric == "unjudged" else "normal", border=True,
+                      delta_color="normal" if views.metric_info(row.metric).higher_is_better else "inverse", border=True,
                       help=f"weekly mean {row.mean:.4f}; {review.previous}: {row.previous:.4f}")
 
 st.subheader("Alerts fired this week")
@@ -55,6 +55,9 @@ else:
              column_config={"previous": st.column_config.NumberColumn(review.previous, format="%.3f"),
                             "mean": st.column_config.NumberColumn(week, format="%.3f"),
                             "change": st.column_config.NumberColumn("change", format="%+.3f")})
+
+st.subheader("Persistence")
+ui.persistence_table(review.persistence, "weekly_persistence")
 
 st.subheader("Corpus changes")
 corpus = review.corpus

@@ -280,7 +280,7 @@ def _retrieval_tests(per_question: pd.DataFrame, pipelines: Sequence[str], today
 
 def _tests(per_question: pd.DataFrame, keys: Sequence[series.SeriesKey], today: pd.Timestamp,
            config: AlertsConfig) -> list[_Tested]:
-    start = pd.Timestamp(config.reference_start) if config.reference_start else None
+    start = series.reference_start(config)
     drops, slows = [], []
     for key, matrix in series.question_matrices(per_question, keys).items():
         if matrix.empty or today not in matrix.days:

@@ -21,7 +21,9 @@ from pipeline.contract import ALERT, WARNING
 from pipeline.charts import EVENT_COLOUR, MAX_EVENT_LABEL, SEVERITY_COLOURS, colour_map
 from pipeline.notify import Silence, read_silences
 from pipeline.views.alerts import AlertCounts, count_alerts, incidents
+from pipeline.config import AlertsConfig
 from pipeline.metrics import DEFAULT_METRIC, HEADLINE
+from pipeline.persistence import PERSISTENCE_METRICS, Persistence, persistence
 from pipeline.redact import redact
 
 TOP_QUESTIONS = 10
@@ -49,15 +51,16 @@ class WeeklyReview:
     events: pd.DataFrame  # views.run_events of the week
     marks: pd.DataFrame  # views.alert_points of both weeks on any series: the chart's alert marks
     notes: pd.DataFrame  # views.run_events of both weeks: the chart's event marks
+    persistence: Persistence  # each pipeline's LongEval relative drop on the week's last run
     gold_texts: dict = field(default_factory=dict)  # question id -> text, for the summary paragraph
     counts: AlertCounts | None = None  # the week's alerts in the one vocabulary (open on its last run, incidents, rows)
 
 
 def weekly_review(runs: pd.DataFrame, metrics: pd.DataFrame, per_question: pd.DataFrame, alerts: pd.DataFrame,
                   week: str, k: int | None = None, gold_texts: dict[str, str] | None = None,
-                  silences: Sequence[Silence] = ()) -> WeeklyReview:
+                  silences: Sequence[Silence] = (), config: AlertsConfig | None = None) -> WeeklyReview:
     """The review of one ISO week from the store's frames and the data directory's silences (nothing is read
-    here)."""
+    here); `config` (the data directory's alerts settings) names the reference period of the persistence."""
     try:
         start, end = weekly_views.week_bounds(week)
     except ValueError as exc:
@@ -88,7 +91,8 @@ def weekly_review(runs: pd.DataFrame, metrics: pd.DataFrame, per_question: pd.Da
         corpus=weekly_views.week_corpus(runs, week), events=views.run_events(weekly_views.in_week(runs, week)),
         marks=views.alert_points(fortnight[0], None), notes=views.run_events(fortnight[1]),
         gold_texts=dict(gold_texts or {}),
-        counts=count_alerts(week_alerts, weekly_views.in_week(runs, week), silences))
+        counts=count_alerts(week_alerts, weekly_views.in_week(runs, week), silences),
+        persistence=persistence(per_question, config or AlertsConfig(), k, end))
 
 
 def summary_paragraph(review: WeeklyReview, gold_texts: dict[str, str] | None = None) -> str:
@@ -147,7 +151,7 @@ def weekly_review_html(data_dir: Path, week: str) -> str:
     texts = {q: g.question for q, g in views.gold_questions(views.settings(data_dir).gold).items()}
     review = weekly_review(store.read_runs(data_dir), store.read_metrics(data_dir),
                            store.read_per_question(data_dir), store.read(data_dir, contract.ALERTS), week,
-                           gold_texts=texts, silences=read_silences(data_dir))
+                           gold_texts=texts, silences=read_silences(data_dir), config=views.settings(data_dir).alerts)
     from pipeline.evidently_report import default_path as evidently_path
 
     return render_html(review, {d: evidently_path(data_dir, d).is_file() for d in review.run_dates})
@@ -314,6 +318,27 @@ def _regressions_section(review: WeeklyReview) -> str:
                   numeric={2, 3, 4})
 
 
+def _persistence_section(review: WeeklyReview) -> str:
+    """The pipelines ranked by effectiveness and by persistence (LongEval's relative drop against the reference
+    period), the two ranks side by side: the most effective is not always the steadiest."""
+    result = review.persistence
+    if not result.ready:
+        return f'<p class="note">{_e(result.waiting())}</p>'
+    intro = f"<p>{_e(result.describe())}</p>"
+    rows = []
+    for p in result.pipelines:
+        cells = [_e(p.pipeline), str(p.effectiveness_rank), str(p.persistence_rank)]
+        for metric in PERSISTENCE_METRICS:
+            level = p.levels[metric]
+            cells += [_num(level.now), _num(level.reference), _num(level.drop * 100, "+.1f") + "%"]
+        rows.append(cells)
+    headers = ["pipeline", "rank by effectiveness", "rank by persistence"]
+    for metric in PERSISTENCE_METRICS:
+        label = views.metric_label(metric, result.k)
+        headers += [f"{label} now", f"{label} reference", f"relative {views.metric_label(metric)} drop"]
+    return intro + _table(headers, rows, numeric=set(range(1, len(headers))))
+
+
 def _corpus_section(review: WeeklyReview) -> str:
     c = review.corpus
     start = "–" if c.docs_start is None else f"{c.docs_start:,}"
@@ -366,6 +391,7 @@ def render_html(review: WeeklyReview, evidently_built: Mapping[date, bool] | Non
         f"<h2>{_e(label)} per run, {_e(review.previous)} and {_e(review.week)}</h2>", _chart_svg(review),
         "<h2>Alerts fired this week</h2>", _alerts_section(review),
         f"<h2>Most regressed questions ({_e(label)})</h2>", _regressions_section(review),
+        "<h2>Persistence</h2>", _persistence_section(review),
         "<h2>Corpus changes</h2>", _corpus_section(review),
         "<h2>All series</h2>", _every_metric_section(review),
         "<h2>Evidently reports of the drift windows</h2>", _evidently_section(review, evidently_built or {}),

@@ -241,6 +241,11 @@ def drop_contrast(matrix: Matrix, today: pd.Timestamp, config: AlertsConfig, hig
     return contrast(matrix, tested, [1.0] * len(tested), baseline, higher_is_better)
 
 
+def reference_start(config: AlertsConfig) -> pd.Timestamp | None:
+    """The reference period's pinned first run date (alerts.reference_start), else None: from the first run."""
+    return pd.Timestamp(config.reference_start) if config.reference_start else None
+
+
 def reference_days(matrix: Matrix, config: AlertsConfig, start: pd.Timestamp | None = None) -> list[pd.Timestamp]:
     """The reference period of the slow-drift rule: the first `reference_runs` runs (from `start` when the
     reference is pinned); empty until that many runs exist."""

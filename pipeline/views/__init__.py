@@ -22,6 +22,7 @@ from pipeline.contract import (CORPUS_METRIC, EVENTS, K, MESSAGE, METRIC, PIPELI
                                SEVERITY, VALUE)
 from pipeline.demo import DEMO_CONFIG
 from pipeline.gold import GoldQuestion, load_gold
+from pipeline.persistence import PERSISTENCE_METRICS, Persistence
 # the registry's lists, default_k and series_name, re-exported for the pages
 from pipeline.metrics import (DEFAULT_METRIC, HEADLINE, REGISTRY, RETRIEVAL_METRICS, default_k,  # noqa: F401
                               metric_info, series_name)
@@ -74,6 +75,20 @@ def metric_label(metric: str, k: int | None = None) -> str:
     """A metric's label from the registry ("nDCG", or "nDCG@5" at k); a name the registry lacks as it is."""
     name = REGISTRY[metric].label if metric in REGISTRY else metric
     return name if k is None else f"{name}@{k}"
+
+
+def persistence_frame(result: Persistence) -> pd.DataFrame:
+    """The persistence table as the pages show it, one row per pipeline in order of effectiveness: the two ranks,
+    then nDCG and recall at k on the latest run, on the reference period and their relative drop in percent."""
+    table = result.table()
+    names = {PIPELINE: "pipeline", "effectiveness_rank": "rank by effectiveness",
+             "persistence_rank": "rank by persistence"}
+    for metric in PERSISTENCE_METRICS:
+        label = metric_label(metric, result.k)
+        names |= {metric: f"{label} now", f"{metric}_reference": f"{label} reference",
+                  f"{metric}_drop": f"relative {metric_label(metric)} drop (%)"}
+        table[f"{metric}_drop"] = table[f"{metric}_drop"] * 100
+    return table[list(names)].rename(columns=names)
 
 
 def first_metric(names: Sequence[str]) -> int:

@@ -83,8 +83,7 @@ def series_status(metrics: pd.DataFrame, alerts: pd.DataFrame, pipeline: str, me
     if daily.empty:
         return None
     matrix = series.Matrix(daily.to_numpy(dtype=float)[None, :], tuple(pd.Timestamp(d) for d in daily.index))
-    start = pd.Timestamp(config.reference_start) if config.reference_start else None
-    reference = series.reference_days(matrix, config, start)
+    reference = series.reference_days(matrix, config, series.reference_start(config))
     today = daily.index[-1]
     earlier = daily[daily.index <= today - WEEK]
     fired = alerts[(alerts[RUN_DATE] == today) & (alerts[PIPELINE].fillna("") == pipeline)
