@@ -100,7 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="a target of --config to evaluate and gate (repeatable; default: every builtin pipeline)")
     gate.add_argument("--date", type=_date, default=None,
                       help="the date whose logged results a runs target reads (default: today)")
-    gate.add_argument("--k", type=int, default=5, help="the cutoff the gate judges (default 5)")
+    gate.add_argument("--k", type=int, default=None,
+                      help="the cutoff the gate judges (default: the config's default k, the largest retrieval.k "
+                           "not above 5, else the smallest: 5 with the default k)")
     gate.add_argument("--pipeline", action="append", choices=PIPELINES, default=None,
                       help="a pipeline to gate (repeatable; default: every pipeline evaluated or in the baseline)")
     gate.add_argument("--min-recall-at-k", type=float, default=None, help="minimum recall@k of each gated pipeline")
@@ -362,14 +364,16 @@ def _eval(args: argparse.Namespace) -> int:
 
     from pipeline.gate import evaluate_documents, judge, table
 
-    if args.k <= 0:
+    if args.k is not None and args.k <= 0:
         print(f"error: --k must be > 0, got {args.k}", file=sys.stderr)
         return EXIT_BAD_INPUT
     baseline = _baseline(args)
     if not args.docs and not args.target:
         print("error: give --docs (the builtin pipelines) and/or --target NAME (a target of --config)", file=sys.stderr)
         return EXIT_BAD_INPUT
-    report = evaluate_documents(_base_config(args.config), Path(args.gold), [Path(d) for d in args.docs], args.k,
+    config = _base_config(args.config)
+    k = args.k if args.k is not None else default_k(config.retrieval.k)
+    report = evaluate_documents(config, Path(args.gold), [Path(d) for d in args.docs], k,
                                 Path(args.work_dir) if args.work_dir else None, targets=args.target,
                                 run_date=args.date, generation=args.generation)
     print(table(report, baseline))

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from pipeline import contract, metrics, report, signals, store, views
-from pipeline.cli import _summary
+from pipeline.cli import _summary, main
 from pipeline.config import AlertsConfig
 
 RUN = {"run_date": "2026-11-17", "status": "ok", "feeds_ok": 1, "feeds_failed": 0, "docs_new": 1, "docs_updated": 0,
@@ -96,3 +96,23 @@ def test_labels_come_from_the_registry():
     assert views.metric_label("unjudged", 10) == "unjudged share@10"
     assert views.metric_label("psi_mean") == "psi_mean"  # not a metric of the registry: as it is
     assert all(info.label for info in metrics.REGISTRY.values())
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("ks, asked, k", [("[10, 20]", [], 10), ("[1, 3, 5, 10]", [], 5), ("[10, 20]", ["--k", "20"], 20)])
+def test_eval_gates_at_the_default_k_unless_asked(tmp_path, monkeypatch, ks, asked, k):
+    config = tmp_path / "monitor.toml"
+    config.write_text(f'data_dir = "{tmp_path}"\ngold = "gold.jsonl"\n\n[retrieval]\nk = {ks}\n')
+    seen = []
+
+    def evaluate_documents(config, gold, docs, k, *args, **kwargs):
+        seen.append(k)
+        raise _Stop  # what is gated at k is test_gate's matter
+
+    monkeypatch.setattr("pipeline.gate.evaluate_documents", evaluate_documents)
+    with pytest.raises(_Stop):
+        main(["eval", "--gold", str(tmp_path / "gold.jsonl"), "--docs", str(tmp_path), "--config", str(config), *asked])
+    assert seen == [k]
