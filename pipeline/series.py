@@ -300,10 +300,11 @@ def bands(per_question: pd.DataFrame, key: SeriesKey, config: AlertsConfig, n_te
     matrix = question_matrix(per_question, key)
     threshold = drop_threshold(config, key.name)
     z = critical_z(config.alpha, n_tests)
+    start = reference_start(config)
     rows = []
     for day in run_days(matrix):
         drop = drop_contrast(matrix, day, config, key.metric.higher_is_better)
-        slow = slow_contrast(matrix, day, config, key.metric.higher_is_better)
+        slow = slow_contrast(matrix, day, config, key.metric.higher_is_better, start)
         rows.append({
             contract.RUN_DATE: day, contract.PIPELINE: key.pipeline,
             "baseline": drop.baseline if drop else math.nan,

@@ -282,6 +282,20 @@ def test_the_band_drawn_is_the_band_tested():
         assert past == warned, t
 
 
+def test_the_reference_drawn_is_the_pinned_reference():
+    """With alerts.reference_start pinned, the chart's reference mean is the slow-drift rule's own: the mean of
+    the runs from the pinned start, not of the first runs."""
+    values = step(40, 14, 0.9, 0.5, change_day=4, seed=3)
+    pq = frame(contract.PER_QUESTION, outcomes(values)[0])
+    key = series.SeriesKey("hybrid", REGISTRY["hit"], 5)
+    pinned = AlertsConfig(metrics=("hit@5",), reference_runs=3, reference_start=day(6).isoformat())
+    bands = series.bands(pq, key, pinned, n_tests=1).set_index(contract.RUN_DATE)
+    tested = series.slow_contrast(series.question_matrix(pq, key), pd.Timestamp(day(13)), pinned, True,
+                                  start=pd.Timestamp(day(6)))
+    assert bands.at[pd.Timestamp(day(13)), "reference"] == pytest.approx(values[:, 6:9].mean())
+    assert bands.at[pd.Timestamp(day(13)), "reference"] == pytest.approx(tested.baseline)
+
+
 # --- corpus rules --------------------------------------------------------------------------------------
 
 
