@@ -259,7 +259,7 @@ class AlertsConfig:
     spike_window: int = 28
     spike_min_history: int = 7
     spike_factor: float = 3.0
-    spike_alpha: float = 0.01
+    spike_alpha: float = 0.001
 
     def watched(self, ks: tuple[int, ...]) -> tuple[str, ...]:
         if self.metrics:

@@ -135,6 +135,20 @@ def _history(frame: pd.DataFrame, source: str, today: pd.Timestamp, config: Aler
     return rows.loc[~backlog, NEW_ITEMS].astype(float).tail(config.spike_window)
 
 
+VARIANCE_CONFIDENCE = 0.9  # the fitted variance is the upper bound of its one-sided interval at this level
+
+
+def _moments(history: pd.Series) -> tuple[float, float]:
+    """The mean and the variance of the fitted count distribution: the history's mean, and the upper
+    VARIANCE_CONFIDENCE bound of its variance (chi-square with n - 1 degrees of freedom) times (1 + 1/n), the
+    variance of a new run around an estimated mean. With tens of runs the plain sample variance is often too small
+    for over-dispersed counts, and its tail then pages on nothing (measured in the tests' null streams)."""
+    n = len(history)
+    mean, variance = float(history.mean()), float(history.var(ddof=1))
+    upper = variance * (n - 1) / float(special.chdtri(n - 1, VARIANCE_CONFIDENCE))
+    return mean, max(upper, mean) * (1 + 1 / n)
+
+
 def volume_spikes(sources: pd.DataFrame, today: pd.Timestamp, config: AlertsConfig) -> list[VolumeSpike]:
     """The sources whose new items on `today` are far above their history: the negative binomial upper tail
     (`upper_tail`, moments of the last `spike_window` runs, at least `spike_min_history`) significant after Holm over
@@ -148,8 +162,7 @@ def volume_spikes(sources: pd.DataFrame, today: pd.Timestamp, config: AlertsConf
         history = _history(frame, name, today, config)
         if pd.isna(x) or len(history) < config.spike_min_history:
             continue
-        mean, variance = float(history.mean()), float(history.var(ddof=1))
-        tested.append((name, int(x), history, upper_tail(int(x), mean, variance)))
+        tested.append((name, int(x), history, upper_tail(int(x), *_moments(history))))
     adjusted = series.holm([p for *_, p in tested]) if tested else []
     out = []
     for (name, x, history, _), p in zip(tested, adjusted):
