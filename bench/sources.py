@@ -5,6 +5,7 @@ day an injected silence alerts. Run: python -m bench.sources [--news DIR] [--pep
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections import defaultdict
@@ -102,6 +103,17 @@ def null_table(streams: dict[str, Counts], days: dict[str, list[date]], config: 
             print(f"  spike: {a.run_date} {a.message}")
 
 
+def tradeoff_table(counts: Counts, days: list[date], config: AlertsConfig) -> None:
+    """Silence pages per 90 days on one split against the silence settings (the sparse sources' trade-off)."""
+    print("\n## news:topic: silence pages per 90 days against the settings")
+    print("| silence_gap_factor | silence_min_history | silence pages | per 90 days |")
+    print("| --- | --- | --- | --- |")
+    for factor, history in ((3.0, 5), (3.0, 15), (5.0, 5), (5.0, 15)):
+        changed = dataclasses.replace(config, silence_gap_factor=factor, silence_min_history=history)
+        silent = pages(replay(counts, days, changed), SOURCE_SILENT)
+        print(f"| {factor:g} | {history} | {len(silent)} | {len(silent) * PER_DAYS / len(days):.2f} |")
+
+
 def delay_table(stream: str, counts: Counts, days: list[date], config: AlertsConfig, starts: list[int]) -> None:
     """Each source with a learned usual gap, silent for SILENCE_DAYS days from each start: the silent day the
     alert came on (1 = the silence's first day), or '-' when the silence is shorter than the source's line."""
@@ -144,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"settings: {config.silence_min_days=}, {config.silence_gap_factor=}, {config.silence_min_history=}, "
           f"{config.spike_window=}, {config.spike_min_history=}, {config.spike_factor=}, {config.spike_alpha=}")
     null_table(streams, days, config)
+    tradeoff_table(streams["news:topic"], days["news"], config)
     delay_table("news:folder and news:topic", {**streams["news:folder"], **streams["news:topic"]}, days["news"],
                 config, [10, 20, 30, 40, 50])
     delay_table("peps:folder and peps:type", {**streams["peps:folder"], **streams["peps:type"]}, days["peps"],

@@ -309,3 +309,21 @@ def test_a_store_without_sources_csv_loads_and_raises_no_source_alert(tmp_path):
 
 def test_the_rules_are_in_the_contract_and_the_runbook():
     assert {SOURCE_SILENT, SOURCE_SPIKE} <= set(contract.RULES) and {SOURCE_SILENT, SOURCE_SPIKE} <= set(RUNBOOK)
+
+
+# --- drift on a day with nothing new ---------------------------------------------------------------------------
+
+
+def test_a_drift_window_with_nothing_new_today_says_so(tmp_path):
+    """A day without a new document grows the drift's current window back over earlier days (to hold min_current
+    chunks): its verdict repeats theirs, and its detail says since when nothing came in."""
+    from pipeline.corpus import Corpus
+    from pipeline.sources import Document
+    from pipeline.windows import Window, stale_note
+
+    with Corpus(tmp_path / "corpus.sqlite") as corpus:
+        for day in DAYS[:3]:
+            corpus.ingest([Document(f"d{day:%d}", "t", f"text of {day}", "", None, "wire", ())], day)
+        assert stale_note(corpus, Window(DAYS[1], DAYS[2]), DAYS[2]) == ""
+        assert stale_note(corpus, Window(DAYS[0], DAYS[4]), DAYS[4]) == \
+            f"no new documents since {DAYS[2]:%Y-%m-%d}: the window repeats earlier days' documents"
