@@ -137,6 +137,19 @@ def delay_table(stream: str, counts: Counts, days: list[date], config: AlertsCon
               + " | ".join(cells) + " |")
 
 
+def spike_table(injections: dict[str, tuple[Counts, list[date], date, int]], config: AlertsConfig) -> None:
+    """A pack of `n` items injected into a stream's folder source on one day: whether its spike fires."""
+    print("\n## A pack injected on one day: the folder source's spike")
+    print("| stream | day | items injected | spike | message |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, (counts, days, day, n) in injections.items():
+        [source] = counts
+        injected = {source: {**counts[source], day: counts[source].get(day, 0) + n}}
+        fired = [a for a in replay(injected, [d for d in days if d <= day], config)
+                 if a.rule == SOURCE_SPIKE and a.run_date == f"{day:%Y-%m-%d}"]
+        print(f"| {name} | {day} | {n} | {'yes' if fired else 'no'} | {fired[0].message if fired else '-'} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.sources", description=__doc__.splitlines()[0])
     parser.add_argument("--news", type=Path, default=SHARED / "news-2025-autumn")
@@ -156,6 +169,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"settings: {config.silence_min_days=}, {config.silence_gap_factor=}, {config.silence_min_history=}, "
           f"{config.spike_window=}, {config.spike_min_history=}, {config.spike_factor=}, {config.spike_alpha=}")
     null_table(streams, days, config)
+    sports = len(read_feed((args.news / "offtopic_sports.xml").read_bytes(), source="news", location="").documents)
+    cooking = sum(len(read_feed(p.read_bytes(), source="peps", location="").documents)
+                  for p in sorted((args.peps / "offtopic").glob("*.xml")))
+    spike_table({"news:folder": (streams["news:folder"], days["news"], date(2025, 10, 1), sports),
+                 "peps:folder": (streams["peps:folder"], days["peps"], date(2025, 7, 15), cooking),
+                 "peps:folder, twice the pack": (streams["peps:folder"], days["peps"], date(2025, 7, 15),
+                                                 2 * cooking)}, config)
     tradeoff_table(streams["news:topic"], days["news"], config)
     delay_table("news:folder and news:topic", {**streams["news:folder"], **streams["news:topic"]}, days["news"],
                 config, [10, 20, 30, 40, 50])

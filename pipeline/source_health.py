@@ -173,10 +173,22 @@ def volume_spikes(sources: pd.DataFrame, today: pd.Timestamp, config: AlertsConf
     return out
 
 
-def latest(sources: pd.DataFrame) -> pd.DataFrame:
-    """Each source's row of its latest run (source, new items, last new item, gap...), for a page."""
+def last_new_line(sources: pd.DataFrame) -> str:
+    """Each source's last new item on the latest run, in one line: "Sources' last new item: news 2025-10-30 (today),
+    wire 2025-10-26 (4 days before; usually daily)"; "" without sources.csv rows."""
+    from pipeline.alerts import plural  # the one wording of a count (alerts imports this module)
+
     if sources.empty:
-        return sources
-    frame = sources.sort_values(RUN_DATE, kind="stable")
-    return frame.groupby(SOURCE, sort=False).tail(1).reset_index(drop=True)
+        return ""
+    frame = sources.assign(**{RUN_DATE: store.as_days(sources[RUN_DATE])})
+    parts = []
+    for r in frame[frame[RUN_DATE] == frame[RUN_DATE].max()].itertuples(index=False):
+        last, gap, usual = getattr(r, LAST_NEW), getattr(r, GAP_DAYS), getattr(r, USUAL_GAP_DAYS)
+        if not isinstance(last, str) or not last:
+            parts.append(f"{getattr(r, SOURCE)} none yet")
+            continue
+        when = "the run's day" if gap == 0 else f"{plural(int(gap), 'day')} before"
+        usually = f"; usually {cadence_words(float(usual))}" if gap and not pd.isna(usual) else ""
+        parts.append(f"{getattr(r, SOURCE)} {last} ({when}{usually})")
+    return "Sources' last new item: " + ", ".join(parts)
 

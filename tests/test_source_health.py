@@ -20,7 +20,8 @@ from pipeline.alerts import RUNBOOK, evaluate_alerts
 from pipeline.config import AlertsConfig, Config, RetrievalConfig, SourceConfig
 from pipeline.contract import SOURCE_SILENT, SOURCE_SPIKE
 from pipeline.job import run_day
-from pipeline.source_health import silence_line, silent_sources, source_rows, upper_tail, volume_spikes
+from pipeline.source_health import (last_new_line, silence_line, silent_sources, source_rows, upper_tail,
+                                     volume_spikes)
 
 START = date(2026, 3, 2)
 DAYS = [START + timedelta(days=i) for i in range(12)]
@@ -327,3 +328,13 @@ def test_a_drift_window_with_nothing_new_today_says_so(tmp_path):
         assert stale_note(corpus, Window(DAYS[1], DAYS[2]), DAYS[2]) == ""
         assert stale_note(corpus, Window(DAYS[0], DAYS[4]), DAYS[4]) == \
             f"no new documents since {DAYS[2]:%Y-%m-%d}: the window repeats earlier days' documents"
+
+
+def test_the_overview_line_gives_each_source_last_new_item():
+    counts = [("a", "2026-03-01", 3, 3), ("a", "2026-03-02", 3, 3), ("a", "2026-03-03", 1, 1), ("b", "2026-03-01", 1, 1),
+              ("b", "2026-03-02", 1, 1), ("b", "2026-03-03", 1, 1)]
+    rows = pd.DataFrame([*source_rows(counts[:1], ["a", "b", "c"], date(2026, 3, 1)),
+                         *source_rows(counts, ["a", "b", "c"], date(2026, 3, 4))])
+    assert last_new_line(rows) == ("Sources' last new item: a 2026-03-03 (1 day before; usually daily), "
+                                   "b 2026-03-03 (1 day before; usually daily), c none yet")
+    assert last_new_line(store.read(Path("/nonexistent"), contract.SOURCES)) == ""
