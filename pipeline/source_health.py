@@ -122,9 +122,11 @@ class VolumeSpike:
 
     @property
     def message(self) -> str:
-        return (f"source {self.source}: {self.new_items} new items, usually {self.median:g} (median of "
-                f"{self.n_runs} runs); above {self.line:g} and p={self.p_value:.2g} after Holm over "
-                f"{self.n_sources} sources (negative binomial fitted to those runs)")
+        from pipeline.alerts import plural  # the one wording of a count (alerts imports this module)
+
+        return (f"source {self.source}: {plural(self.new_items, 'new item')}, usually {self.median:g} (median of "
+                f"{plural(self.n_runs, 'run')}); above {self.line:g} and p={self.p_value:.2g} after Holm over "
+                f"{plural(self.n_sources, 'source')} (negative binomial fitted to those runs)")
 
 
 def _history(frame: pd.DataFrame, source: str, today: pd.Timestamp, config: AlertsConfig) -> pd.Series:
