@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _ui as ui
-from pipeline import charts, contract, views
+from pipeline import charts, contract, source_health, views
 from pipeline.alerts import plural
 from pipeline.views import alerts as alerts_views, overview as overview_views
 
@@ -80,6 +80,8 @@ columns[3].metric("Documents", f"{last[contract.DOCS_TOTAL]:,}",
                   delta_arrow="off", help=f"{last['docs_new']} new, {last['docs_updated']} updated and "
                                           f"{last['docs_deleted']} deleted documents in the last run.")
 columns[4].metric("Duration", f"{last['seconds']:.1f} s")
+if sources_line := source_health.last_new_line(ui.read(contract.SOURCES)):
+    st.caption(views.escape_markdown(sources_line))
 if str(last[contract.EVENTS]).strip():
     st.caption(views.escape_markdown(f"Note: {last[contract.EVENTS]}"))
 st.plotly_chart(charts.corpus_size_figure(runs), key="overview_chart")

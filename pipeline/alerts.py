@@ -5,7 +5,8 @@ the reference period), each needing a practically large change AND a paired per-
 after Holm's correction over the watched series; `floor` (a configured limit). Corpus: `drift` (the verdicts
 of drift.csv), `deleted` (a run that removes a large share of the corpus), `config_change` (the embedder
 or the settings changed), `gold_missing` and `feeds_failed`; `targets_failed` (a watched retriever that
-could not be scored on a run: no metric rows, never a zero score). Notification lives in `notify.py`."""
+could not be scored on a run: no metric rows, never a zero score). Sources: `source_silent` and `source_spike`
+(pipeline/source_health.py decides them). Notification lives in `notify.py`."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ from pipeline.config import AlertsConfig, DriftConfig
 from pipeline.contract import (ALERT, CONFIG_CHANGE, CORPUS_METRIC, CORPUS_WIDE, DELETED, DRIFT_RULE, DRIFTED, DROP,
                                FEEDS_FAILED, FLOOR, GOLD_MISSING, QUERY_PREFIX, SEVERITIES, SLOW_DRIFT, STABLE,
                                TARGETS_FAILED, WARNING)
+from pipeline.contract import SOURCE_SILENT, SOURCE_SPIKE
 from pipeline.drift import threshold_phrase, value_line
+from pipeline.source_health import silent_sources, volume_spikes
 from pipeline.metrics import ANSWER_WATCHED, REGISTRY, parse_series
 
 _SEVERITY_RANK = {severity: rank for rank, severity in enumerate(SEVERITIES)}
@@ -119,6 +122,22 @@ RUNBOOK: dict[str, RunbookEntry] = {e.rule: e for e in (
                  ("`driftwatch check` asks every target the gold questions once and prints its error.",
                   "Fix the endpoint, credentials (the environment variables its headers name) or the logged "
                   "results file, then re-run the date.")),
+    RunbookEntry(SOURCE_SILENT, "a source brought no new item for longer than its usual gap: more than "
+                                "max(`alerts.silence_min_days`, `alerts.silence_gap_factor` x its median gap between "
+                                "days with new items)",
+                 "open the source's feed or folder: is it still published, and does the run read it?",
+                 ("sources.csv / Overview: the source's last new item and its usual gap.",
+                  "A feed that answers but no longer changes (a 304, the same items): the publisher stopped or "
+                  "moved it; update its `url`. A folder: the export that drops its dated files stopped.",
+                  "A source that is quiet on purpose (a holiday, a retired feed): acknowledge the condition, or "
+                  "remove it from `[[sources]]`.")),
+    RunbookEntry(SOURCE_SPIKE, "a source's new items on the run are far above its history: significant against a "
+                               "negative binomial fitted to its last runs (Holm over the sources) and above "
+                               "`alerts.spike_factor` x their median",
+                 "look at what the source brought on the run (Drift page, What came in): a flood, a replay, spam?",
+                 ("Drift page on the run: the new documents by source, and whether the drift statistics moved.",
+                  "A feed replaying its archive or duplicating items: deduplicate or fix the feed.",
+                  "A real news burst: nothing to do; the spike is a warning only.")),
 )}
 
 
@@ -577,6 +596,21 @@ def _target_alerts(day: str, today: pd.Timestamp, targets: pd.DataFrame | None) 
             for target, kind, message in zip(failed["target"], failed["kind"], failed["message"])]
 
 
+def _source_alerts(day: str, today: pd.Timestamp, sources: pd.DataFrame | None, config: AlertsConfig
+                   ) -> list[Alert]:
+    """A source silent past its usual gap (an alert) and a source's volume spike (a warning), each naming the
+    source (the alert's `metric`); see pipeline/source_health.py."""
+    if sources is None or sources.empty:
+        return []
+    rows = sources[_days(sources) == today]
+    silent = [Alert(day, SOURCE_SILENT, CORPUS_WIDE, s.source, float(s.gap_days), s.usual_gap_days, math.nan,
+                    s.line_days, ALERT, s.message) for s in silent_sources(rows, config)]
+    spikes = [Alert(day, SOURCE_SPIKE, CORPUS_WIDE, s.source, float(s.new_items), s.median,
+                    (s.new_items / s.median - 1) * 100 if s.median else math.nan, s.line, WARNING, s.message,
+                    p_value=s.p_value) for s in volume_spikes(sources, today, config)]
+    return silent + spikes
+
+
 def mark_ongoing(alerts: Sequence[Alert], today: pd.Timestamp, runs: pd.DataFrame,
                  previous: pd.DataFrame) -> list[Alert]:
     """Set each alert's `since`: the first run date of its streak.
@@ -629,7 +663,7 @@ def evaluate_alerts(run_date: date, metrics: pd.DataFrame, per_question: pd.Data
                     runs: pd.DataFrame, config: AlertsConfig, ks: tuple[int, ...],
                     previous: pd.DataFrame, drift_config: DriftConfig | None = None,
                     targets: pd.DataFrame | None = None, per_answer: pd.DataFrame | None = None,
-                    trusted: dict[str, bool] | None = None) -> list[Alert]:
+                    trusted: dict[str, bool] | None = None, sources: pd.DataFrame | None = None) -> list[Alert]:
     """Every alert of one run date, from the full histories (including that date's rows).
 
     `previous` is alerts.csv's history; rows of `run_date` itself in it are ignored, so re-running
@@ -648,5 +682,6 @@ def evaluate_alerts(run_date: date, metrics: pd.DataFrame, per_question: pd.Data
         *_feed_alerts(day, today, runs),
         *_target_alerts(day, today, targets),
         *answer_alerts(day, today, per_answer, config, trusted),
+        *_source_alerts(day, today, sources, config),
     ]
     return mark_ongoing(alerts, today, runs, previous)

@@ -247,6 +247,18 @@ class AlertsConfig:
     webhook_url: str | None = None  # Slack-compatible incoming webhook
     webhook_timeout: float = 5.0
     webhook_retries: int = 3
+    # Sources (pipeline/source_health.py): silent when the days since its last new item exceed
+    # max(silence_min_days, silence_gap_factor x its median gap between days with new items), learned once it has
+    # brought new items on silence_min_history days.
+    silence_min_days: int = 2
+    silence_gap_factor: float = 3.0
+    silence_min_history: int = 5
+    # A spike: a source's new items on a run far above its last spike_window runs (at least spike_min_history),
+    # by a negative binomial upper tail, Holm over the sources at spike_alpha, and above spike_factor x its median.
+    spike_window: int = 28
+    spike_min_history: int = 7
+    spike_factor: float = 3.0
+    spike_alpha: float = 0.001
 
     def watched(self, ks: tuple[int, ...]) -> tuple[str, ...]:
         if self.metrics:
@@ -592,6 +604,14 @@ def _check(cfg: Config, src: str) -> None:
         raise bad("alerts.webhook_url", "must be an http(s) URL")
     if not 0 <= a.webhook_retries <= MAX_WEBHOOK_RETRIES:
         raise bad("alerts.webhook_retries", f"must be >= 0 and <= {MAX_WEBHOOK_RETRIES}")
+    if a.silence_min_days < 1 or a.silence_gap_factor < 1 or a.silence_min_history < 3:
+        raise bad("alerts.silence_min_days", "silence_min_days must be >= 1, silence_gap_factor >= 1 and "
+                                             "silence_min_history >= 3 days with new items")
+    if a.spike_min_history < 3 or a.spike_window < a.spike_min_history or a.spike_factor < 1:
+        raise bad("alerts.spike_window", "spike_min_history must be >= 3 runs, spike_window >= spike_min_history "
+                                         "and spike_factor >= 1")
+    if not 0 < a.spike_alpha < 1:
+        raise bad("alerts.spike_alpha", "must be within (0, 1), e.g. 0.01")
     _check_targets(cfg, bad)
     _check_exports(cfg.export, bad)
     _check_generation(cfg, bad)

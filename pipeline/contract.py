@@ -18,6 +18,7 @@ TARGETS = "targets.csv"
 GENERATION = "generation.csv"  # the answer layer (pipeline/answers.py): per run and metric
 PER_ANSWER = "per_answer.csv"  # per answered question
 AGREEMENT = "agreement.csv"  # judge or heuristic against human labels
+SOURCES = "sources.csv"  # each configured source's freshness and volume per run (pipeline/source_health.py)
 ANSWERS_DIR = "answers"  # answers/YYYY-MM-DD.jsonl: the full answer records (text, contexts, claims)
 
 # --- columns ------------------------------------------------------------------------------------------------
@@ -57,6 +58,10 @@ PER_ANSWER_COLUMNS = (
 AGREEMENT_COLUMNS = ("run_date", "metric", "judge", "level", "n", "agreement", "kappa", "tpr", "fpr", "tp", "fp",
                      "fn", "tn", "trusted", "labels_file")
 
+# One row per configured source and run, a source that brought nothing included (pipeline/source_health.py).
+SOURCES_COLUMNS = ("run_date", "source", "new_items", "total_items", "last_new", "gap_days", "active_days",
+                   "usual_gap_days")
+
 SCHEMAS: dict[str, tuple[str, ...]] = {
     RUNS: RUNS_COLUMNS,
     METRICS: METRICS_COLUMNS,
@@ -68,6 +73,7 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
     GENERATION: GENERATION_COLUMNS,
     PER_ANSWER: PER_ANSWER_COLUMNS,
     AGREEMENT: AGREEMENT_COLUMNS,
+    SOURCES: SOURCES_COLUMNS,
 }
 
 # Columns appended to a file's contract after stores were written with it: a file whose header ends before them
@@ -80,12 +86,13 @@ TEXT_COLUMNS = frozenset({
     "run_id", "started_at", "finished_at", "status", "model", "config_hash", "events", "pipeline", "metric",
     "question_id", "retrieved", "statistic", "reference_date", "rule", "severity", "message", "reference_start",
     "current_start", "verdict", "detail", "since", "signal", "target", "kind", "source", "faithfulness_state",
-    "unsupported", "citations_invalid", "layer", "judge", "level", "labels_file"})
+    "unsupported", "citations_invalid", "layer", "judge", "level", "labels_file", "last_new"})
 # The free-text columns that may carry a URL or an upstream reply: redacted on every write (pipeline/redact.py).
 UPSTREAM_TEXT_COLUMNS = frozenset({"events", "message", "detail"})
 INT_COLUMNS = frozenset({
     "feeds_ok", "feeds_failed", "docs_new", "docs_updated", "docs_deleted", "docs_total", "chunks_total",
-    "chunks_embedded", "k", "n_questions", "first_relevant_rank", "gold_missing", "n_reference", "n_current"})
+    "chunks_embedded", "k", "n_questions", "first_relevant_rank", "gold_missing", "n_reference", "n_current",
+    "new_items", "total_items", "active_days"})
 
 # Column names that code selects on (the tuples above are the files' full contracts).
 RUN_DATE = "run_date"
@@ -96,6 +103,8 @@ THRESHOLD, EFFECT_FROM = "threshold", "effect_from"
 RULE, SEVERITY, MESSAGE = "rule", "severity", "message"
 EVENTS, DOCS_TOTAL = "events", "docs_total"
 SOURCE, GOLD_IN_CONTEXT, LAYER = "source", "gold_in_context", "layer"
+NEW_ITEMS, TOTAL_ITEMS, LAST_NEW, GAP_DAYS = "new_items", "total_items", "last_new", "gap_days"
+ACTIVE_DAYS, USUAL_GAP_DAYS = "active_days", "usual_gap_days"
 
 # Longest document or question id accepted (characters): ids land in every CSV row and in messages.
 MAX_ID_LENGTH = 512
@@ -147,7 +156,10 @@ CONFIG_CHANGE = "config_change"
 GOLD_MISSING = "gold_missing"
 FEEDS_FAILED = "feeds_failed"
 TARGETS_FAILED = "targets_failed"
-RULES = (DROP, SLOW_DRIFT, FLOOR, DRIFT_RULE, DELETED, CONFIG_CHANGE, GOLD_MISSING, FEEDS_FAILED, TARGETS_FAILED)
+SOURCE_SILENT = "source_silent"  # a source without a new item for longer than its usual gap (pipeline/source_health.py)
+SOURCE_SPIKE = "source_spike"  # a source's new items far above its history
+RULES = (DROP, SLOW_DRIFT, FLOOR, DRIFT_RULE, DELETED, CONFIG_CHANGE, GOLD_MISSING, FEEDS_FAILED, TARGETS_FAILED,
+         SOURCE_SILENT, SOURCE_SPIKE)
 
 # Severities (`severity`), least severe first.
 WARNING = "warning"

@@ -463,6 +463,15 @@ class Corpus:
                       "AND (deleted_at IS NULL OR deleted_at > :day)"),
         )
 
+    def new_by_source(self, run_date: date | str) -> list[tuple[str, str, int, int]]:
+        """(source, first seen, documents first seen that day, of them still present on `run_date`) for every day
+        up to `run_date` on which a source brought new documents; a document's source is its first version's."""
+        return self.db.execute(
+            "SELECT (SELECT source FROM versions v WHERE v.doc_id = d.doc_id ORDER BY valid_from LIMIT 1) AS src, "
+            "first_seen, COUNT(*), SUM(deleted_at IS NULL OR deleted_at > :day) FROM documents d "
+            "WHERE first_seen <= :day GROUP BY src, first_seen ORDER BY src, first_seen", {"day": _day(run_date)}
+        ).fetchall()
+
     def clear_documents(self) -> None:
         """Forget every document, version and feed and file validator; keep the embedding cache."""
         with self.db:

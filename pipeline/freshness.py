@@ -41,8 +41,7 @@ class Freshness:
     @property
     def expected(self) -> str:
         """The cadence in words: "daily", "every 7 days"."""
-        days = round(self.cadence_days)
-        return "daily" if days <= 1 else f"every {days} days"
+        return cadence_words(self.cadence_days)
 
     @property
     def line(self) -> str:
@@ -59,6 +58,12 @@ class Freshness:
     def sentence(self) -> str:
         """`line` as a sentence of its own (capitalised), as a page's header shows it."""
         return self.line[:1].upper() + self.line[1:]
+
+
+def cadence_words(days: float) -> str:
+    """A cadence in days in words: "daily", "every 7 days" (rounded to whole days)."""
+    whole = round(days)
+    return "daily" if whole <= 1 else f"every {whole} days"
 
 
 def _ago(days: int) -> str:

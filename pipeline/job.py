@@ -35,6 +35,7 @@ from pipeline.retrieval import RERANKER, Ranking, Reranker, Retriever
 from pipeline.sources import Caps, Document, FeedError, FeedOutcome, collect
 from pipeline.targets import Outcome, Target, evaluate_target, external_targets
 from pipeline.redact import redact
+from pipeline.source_health import source_rows
 
 log = logging.getLogger(__name__)
 
@@ -314,7 +315,8 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question:
     alerts = evaluate_alerts(run_date, store.read_metrics(data_dir), per_question,
                              store.read(data_dir, contract.DRIFT), runs, config.alerts, config.retrieval.k,
                              stored[stored["run_date"] < pd.Timestamp(run_date)], config.drift,
-                             store.read(data_dir, contract.TARGETS), *answers.alert_inputs(config))
+                             store.read(data_dir, contract.TARGETS), *answers.alert_inputs(config),
+                             sources=store.read(data_dir, contract.SOURCES))
     same_day = stored[stored["run_date"] == pd.Timestamp(run_date)]
     seen = set(zip(same_day["rule"], same_day["pipeline"].fillna(""), same_day["metric"].fillna("")))
     return alerts, [a for a in alerts if a.new and a.key not in seen]
@@ -370,7 +372,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
 
     Every target (the builtin pipelines, or the [[targets]]) is evaluated the same way; a target that fails
     is recorded in targets.csv (and alerted) and gets no metric rows that day, the others go on.
-    Order of writes: per_question, metrics, drift, signals, targets, alerts, the [export.*] exporters (a failure
+    Order of writes: per_question, metrics, drift, signals, targets, (answers, sources), alerts, the [export.*] exporters (a failure
     is noted in the row's events, never fatal; `seconds` stops before them), then runs, all under the run journal
     (`store.run_journal`): a run killed or failed before its end leaves the date's rows as they were, and a runs.csv
     row means the date's other rows are complete. Notification comes last and never fails the run.
@@ -520,6 +522,9 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             store.replace_date(data_dir, contract.TARGETS, run_date, target_rows)
         if answered_run is not None:
             answers.write_run(data_dir, run_date, answered_run)
+        if config.sources:  # each source's freshness and volume, read from the corpus: a re-run writes the same rows
+            store.replace_date(data_dir, contract.SOURCES, run_date,
+                               source_rows(corpus.new_by_source(run_date), [s.name for s in config.sources], run_date))
         alerts, to_notify = evaluate_run_alerts(config, run_date, run,
                                                 store.with_rows(stored_questions, contract.PER_QUESTION, run_date,
                                                                 question_rows))

@@ -123,6 +123,13 @@ NOTES: dict[str, dict[str, str]] = {
         "webhook_url": "a Slack-compatible incoming webhook; only new alerts are sent (default: none)",
         "webhook_timeout": "seconds for one webhook request",
         "webhook_retries": "retries of a failed webhook request",
+        "silence_min_days": "a source is silent after at least this many days without a new item",
+        "silence_gap_factor": "... and after this many times its median gap between days with new items",
+        "silence_min_history": "days with new items a source needs before its usual gap is learned",
+        "spike_window": "the runs of a source's history its volume spike is tested against",
+        "spike_min_history": "the runs of history a source needs before a spike can fire",
+        "spike_factor": "a spike is also above this many times the source's median new items",
+        "spike_alpha": "family-wise error of the spike test per run (Holm over the sources)",
     },
     "export": {  # each an [export.NAME] table, shown inline; present: the exporter is on (docs/exports.md)
         "mlflow": "MLflow runs (pip install 'driftwatch[mlflow]'); tracking_uri: a folder or a server URL",

@@ -350,6 +350,15 @@ def window_verdicts(config: Config, corpus: Corpus, embedder: Embedder, run_date
                           keys(sides.reference_versions), keys(windows.versions), windows.left_out)
 
 
+def stale_note(corpus: Corpus, current: Window, run_date: date) -> str:
+    """"no new documents since D" when nothing entered on the run date: the current window, grown back to hold
+    `min_current` chunks, then holds only earlier days' documents, and its verdict repeats theirs; "" otherwise."""
+    if corpus.entered_versions(run_date - timedelta(days=1), run_date):
+        return ""
+    entered = [since for _, _, since in corpus.entered_versions(current.start, current.end)]
+    return f"no new documents since {max(entered)}: the window repeats earlier days' documents" if entered else ""
+
+
 def drift_table(config: Config, corpus: Corpus, embedder: Embedder, run_date: date, found: WindowVerdicts,
                 top1: list[tuple[str, float]]) -> list[dict]:
     """drift.csv rows of a run from its corpus verdicts, the top-1 cosines and the query log."""
@@ -357,6 +366,10 @@ def drift_table(config: Config, corpus: Corpus, embedder: Embedder, run_date: da
                for name, value in top1]
     rows = _rows(run_date, [*found.verdicts, *context, *found.evidently], found.reference, found.current,
                  found.n_reference, found.n_current)
+    stale = stale_note(corpus, found.current, run_date)
+    for row in rows if stale else ():
+        if row["verdict"] in (contract.DRIFTED, contract.STABLE):
+            row["detail"] = "; ".join(d for d in (row["detail"], stale) if d)
     if config.drift.query_log is not None:
         names = [s.name for s in drift.FAMILY]
         window = drift.read_query_log(config.drift.query_log, run_date, config.drift.query_window_days)

@@ -19,7 +19,7 @@ from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
-from pipeline import contract, report, store, views
+from pipeline import contract, report, source_health, store, views
 from pipeline.alerts import condition_of
 from pipeline.views import overview as overview_views
 from pipeline.views import questions as questions_views
@@ -183,6 +183,9 @@ def test_overview_shows_the_csv_values_and_a_verdict_per_pipeline(history, open_
     runs = store.read_runs(history)
     assert cards["Documents"].value == f"{runs['docs_total'].iloc[-1]:,}"
     assert figure(at, "overview_chart")["data"][0]["y"] == runs["docs_total"].tolist()
+    sources = store.read(history, contract.SOURCES)  # each source's last new item, from sources.csv
+    line = source_health.last_new_line(sources)
+    assert line.startswith("Sources' last new item: ") and views.escape_markdown(line) in [c.value for c in at.caption]
     link, = [p.proto.label for p in at.get("page_link") if p.proto.label.startswith("Its ")]
     count = int(link.split()[1])
     assert link == f"Its {count} incident{'' if count == 1 else 's'}"  # not "Its 1 incidents"
