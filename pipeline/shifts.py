@@ -167,10 +167,13 @@ def terms_phrase(terms: Sequence[Term]) -> str:
 def describe(reference: Side, current: Side, config: DriftConfig) -> tuple[float, str]:
     """The named shift of a drifted window: (the share of its documents holding any of the top terms, the text
     drift.csv's `named_shift` row carries in `detail`)."""
-    terms = top_terms(reference.texts, current.texts, config.shift_terms, config.shift_min_documents)
-    parts = [terms_phrase(terms),
-             languages_phrase([language(t) for t in reference.texts], [language(t) for t in current.texts],
-                              config.shift_language_share),
+    ref_languages, cur_languages = [language(t) for t in reference.texts], [language(t) for t in current.texts]
+    # The terms of the documents in the reference's languages: a burst in a language new to it is named by that
+    # language, or its own stop words ("la", "die", "le") would be its top terms.
+    known = {code for code, share in _shares(ref_languages).items() if share >= config.shift_language_share}
+    terms = top_terms(reference.texts, [t for t, code in zip(current.texts, cur_languages) if code in known],
+                      config.shift_terms, config.shift_min_documents)
+    parts = [terms_phrase(terms), languages_phrase(ref_languages, cur_languages, config.shift_language_share),
              new_labels_phrase("categories", reference.categories, current.categories),
              new_labels_phrase("sources", reference.sources, current.sources)]
     named = {t.term for t in terms}
