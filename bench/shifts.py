@@ -4,7 +4,9 @@ real job and embedder, with an optional pack injected; per run, whether its corp
 forced on every run's windows, to time it on a null day's window too and show what it would have said there (it is
 not written: a window that did not drift names nothing).
 
-Run: python -m bench.shifts [--days 60] [--inject 2025-10-15] [--pack offtopic_sports.xml]."""
+Run: python -m bench.shifts [--days 60] [--inject 2025-10-15] [--pack offtopic_sports.xml]; the PEP stream:
+python -m bench.shifts --data ../shared/data/peps-stream --gold ../shared/data/peps-stream/gold.jsonl
+--first 2025-06-01 --days 25."""
 
 from __future__ import annotations
 
@@ -25,13 +27,14 @@ from pipeline.job import backfill
 ROOT = Path(__file__).resolve().parents[1]
 NEWS = ROOT / ".." / "shared" / "data" / "news-2025-autumn"
 GOLD = ROOT / "data" / "news-2025-autumn" / "gold.jsonl"
-FIRST = date(2025, 9, 1)
+FIRST = date(2025, 9, 1)  # the news stream's first day
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=NEWS)
     parser.add_argument("--gold", type=Path, default=GOLD)
+    parser.add_argument("--first", type=date.fromisoformat, default=FIRST, help="first run day")
     parser.add_argument("--days", type=int, default=60)
     parser.add_argument("--inject", type=date.fromisoformat, default=None, help="day the pack is injected on")
     parser.add_argument("--pack", default="offtopic_sports.xml")
@@ -53,21 +56,22 @@ def main() -> None:
         return found
 
     windows.shift_verdicts = timing
-    last = FIRST + timedelta(days=args.days - 1)
+    last = args.first + timedelta(days=args.days - 1)
     t0 = time.perf_counter()
-    backfill(config, FIRST, last)
+    backfill(config, args.first, last)
     total = time.perf_counter() - t0
     windows.shift_verdicts = named
     drift = store.read(config.data_dir, contract.DRIFT)
     family = drift[drift[contract.STATISTIC].isin(list(contract.DRIFT_FAMILY))]
     drifted = sorted({d.date() for d in family[family[contract.VERDICT] == contract.DRIFTED][contract.RUN_DATE]})
     rows = drift[drift[contract.STATISTIC] == contract.NAMED_SHIFT]
-    print(f"backfill {FIRST}..{last}: {total:.1f} s for {args.days} runs; drifted windows on {len(drifted)} runs")
+    print(f"backfill {args.first}..{last}: {total:.1f} s for {args.days} runs; drifted windows on {len(drifted)} runs")
     print(f"named_shift rows: {len(rows)}, all on drifted runs: "
           f"{set(d.date() for d in rows[contract.RUN_DATE]) <= set(drifted)}")
     if timed:
         seconds = np.array(timed)
-        print(f"naming inside the job: {len(seconds)} calls, median {np.median(seconds):.3f} s, max {seconds.max():.3f} s")
+        print(f"naming inside the job: {len(seconds)} calls, median {np.median(seconds):.3f} s, "
+              f"max {seconds.max():.3f} s")
     for day, detail in zip(rows[contract.RUN_DATE], rows["detail"]):
         print(f"  {day:%Y-%m-%d} (drifted): {detail}")
     # Forced on every run's windows: the cost on a null day's window and what it would say (not written anywhere).
@@ -75,7 +79,7 @@ def main() -> None:
     forced = []
     with Corpus(config.data_dir / CORPUS_FILE, readonly=True) as corpus:
         for i in range(args.days):
-            run_date = FIRST + timedelta(days=i)
+            run_date = args.first + timedelta(days=i)
             found = windows._window_versions(config, corpus, run_date,
                                              lambda v: sum(windows._chunk_counts(config, corpus, v, {})))
             reference = windows.without(corpus.entered_versions(found.reference.start, found.reference.end),

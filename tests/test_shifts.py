@@ -129,6 +129,19 @@ def holding(term: str, documents: list[str]) -> int:
     return sum(bool(re.search(rf"\b{term}\b", d)) for d in documents)
 
 
+def with_pack(tmp_path: Path, data: Path, pack: str, day: date, drift: DriftConfig = DriftConfig(evidently=False),
+              *, alone: bool = False) -> Config:
+    """A config over a copy of `data`'s daily folder with `pack` injected on `day` (`alone`: instead of the day's own
+    file), and a fresh data directory."""
+    daily = tmp_path / "daily"
+    shutil.copytree(data / "daily", daily)
+    if alone:
+        (daily / f"{day.isoformat()}.xml").unlink()
+    shutil.copy(data / pack, daily / f"{day.isoformat()}-offtopic.xml")
+    return Config(data_dir=tmp_path / "store", gold=data / "gold.jsonl",
+                  sources=(SourceConfig(name=data.name, path=daily),), drift=drift)
+
+
 def drift_alert(results, run_date: date):
     (alert,) = [a for r in results if r.run_date == run_date for a in r.alerts if a.rule == contract.DRIFT_RULE]
     return alert
@@ -136,11 +149,7 @@ def drift_alert(results, run_date: date):
 
 def test_the_sports_pack_in_the_news_is_named_by_its_terms(tmp_path, embedder):
     start, event = date(2025, 9, 10), date(2025, 9, 13)
-    daily = tmp_path / "daily"
-    shutil.copytree(NEWS / "daily", daily)
-    shutil.copy(NEWS / "offtopic_sports.xml", daily / f"{event.isoformat()}-offtopic.xml")
-    config = Config(data_dir=tmp_path / "store", gold=NEWS / "gold.jsonl",
-                    sources=(SourceConfig(name="news", path=daily),), drift=DriftConfig(evidently=False))
+    config = with_pack(tmp_path, NEWS, "offtopic_sports.xml", event)
     results = backfill(config, start, event, embedder=embedder)
     alert = drift_alert(results, event)
     terms = named_terms(alert.message)
@@ -159,11 +168,7 @@ def test_the_sports_pack_in_the_news_is_named_by_its_terms(tmp_path, embedder):
 
 
 def test_the_cooking_pack_in_peps_is_named_by_its_terms(tmp_path, embedder):
-    daily = tmp_path / "daily"
-    shutil.copytree(PEPS / "daily", daily)
-    shutil.copy(PEPS / "offtopic_cooking.xml", daily / "2025-06-02-offtopic.xml")
-    config = Config(data_dir=tmp_path / "store", gold=PEPS / "gold.jsonl",
-                    sources=(SourceConfig(name="peps", path=daily),), drift=DriftConfig(evidently=False))
+    config = with_pack(tmp_path, PEPS, "offtopic_cooking.xml", date(2025, 6, 2))
     results = backfill(config, date(2025, 6, 1), date(2025, 6, 2), embedder=embedder)
     alert = drift_alert(results, date(2025, 6, 2))
     terms = named_terms(alert.message)
@@ -176,13 +181,9 @@ def test_the_cooking_pack_in_peps_is_named_by_its_terms(tmp_path, embedder):
 
 def test_a_foreign_language_burst_is_named_by_its_languages(tmp_path, embedder):
     start, event = date(2025, 9, 10), date(2025, 9, 13)
-    daily = tmp_path / "daily"
-    shutil.copytree(NEWS / "daily", daily)
-    (daily / f"{event.isoformat()}.xml").unlink()  # the day brings only the foreign wire's 12 items
-    shutil.copy(NEWS / "offtopic_foreign.xml", daily / f"{event.isoformat()}-offtopic.xml")
-    config = Config(data_dir=tmp_path / "store", gold=NEWS / "gold.jsonl",
-                    sources=(SourceConfig(name="news", path=daily),),
-                    drift=DriftConfig(evidently=False, min_current=10))
+    # The day brings only the foreign wire's 12 items (a window of 10 chunks is enough).
+    config = with_pack(tmp_path, NEWS, "offtopic_foreign.xml", event, DriftConfig(evidently=False, min_current=10),
+                       alone=True)
     alert = drift_alert(backfill(config, start, event, embedder=embedder), event)
     assert re.search(r"languages: (33% (German|Spanish|French), ){2}33% (German|Spanish|French) "
                      r"\(reference: 100% English\)", alert.message), alert.message
