@@ -463,7 +463,8 @@ def confirm_drift(windows: Sequence[DriftWindow], today: pd.Timestamp, config: D
 def _drift_alerts(day: str, today: pd.Timestamp, drift: pd.DataFrame, config: DriftConfig) -> list[Alert]:
     """One alert naming every statistic of the run whose verdict is drifted (significant after Holm over
     the run's statistics and above its effect-size line), with what is new: an alert when confirmed (see
-    `confirm_drift`, per family: the corpus's statistics and the query log's), else a warning."""
+    `confirm_drift`, per family: the corpus's statistics and the query log's), else a warning. It opens with what
+    came in (`shifts.named_shift`: the run's named_shift row, and the topic growing over the windows confirming it)."""
     if "verdict" not in drift.columns:
         return []
     rows = drift[(_days(drift) == today) & (drift["verdict"] == DRIFTED)]
