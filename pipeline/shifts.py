@@ -50,14 +50,11 @@ class Term:
 
 @dataclass(frozen=True)
 class Side:
-    """One window's documents as the naming reads them: text (title and body), language, category, source."""
+    """One window's documents as the naming reads them: text (title and body), first category, source."""
 
     texts: list[str]
     categories: list[str]
     sources: list[str]
-
-    def __len__(self) -> int:
-        return len(self.texts)
 
 
 def class_tfidf(counts: np.ndarray) -> np.ndarray:
@@ -137,7 +134,7 @@ def _share_phrase(shares: dict[str, float]) -> str:
 
 
 def languages_phrase(reference: Sequence[str], current: Sequence[str], min_difference: float) -> str:
-    """"languages: 38% Spanish, 62% English (reference: 100% English)" when some language's share of the current
+    """"languages: 62% English, 38% Spanish (reference: 100% English)" when some language's share of the current
     documents differs from its share of the reference's by at least `min_difference`, else "". `reference`,
     `current`: each document's language code."""
     ref, cur = _shares(reference), _shares(current)
