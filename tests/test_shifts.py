@@ -1,6 +1,6 @@
 """Named shifts (pipeline/shifts.py): c-TF-IDF against numbers worked by hand, the language identifier per document,
 and the drift alert of the real job naming what came in: the sports pack in real news, the cooking pack in PEPs, a
-foreign-language pack (tests/data: news-slice and peps-slice, with their license notes)."""
+foreign-language pack (tests/data: news-slice and peps-slice, with their license notes); the Drift page saying it."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from pipeline.config import Config, DriftConfig, SourceConfig
 from pipeline.job import backfill, run_day
 from pipeline.views import drift as drift_views
 from tests.test_alerts import day, drift_row, evaluate, frame
+from tests.test_app import fresh_caches, history, open_app, visit  # noqa: F401 (the dashboard's fixtures)
 
 DATA = Path(__file__).parent / "data"
 NEWS, PEPS = DATA / "news-slice", DATA / "peps-slice"
@@ -188,3 +189,18 @@ def test_a_foreign_language_burst_is_named_by_its_languages(tmp_path, embedder):
     assert re.search(r"languages: (33% (German|Spanish|French), ){2}33% (German|Spanish|French) "
                      r"\(reference: 100% English\)", alert.message), alert.message
     assert "new content about" not in alert.message  # the burst's own stop words are not its topic
+
+
+# --- the Drift page -------------------------------------------------------------------------------------------
+
+def test_the_drift_page_says_what_came_in(history, open_app):  # noqa: F811
+    drift = store.read(history, contract.DRIFT)
+    named = drift[drift[contract.STATISTIC] == contract.NAMED_SHIFT]
+    (day,) = named[contract.RUN_DATE]  # the demo's drift day, the only one that drifted
+    at = visit(open_app(history), "pages/drift.py")
+    at.selectbox(key="drift_run").select(day.date()).run()
+    assert not at.exception
+    said = [e.value.replace("\\", "") for e in (*at.error, *at.warning)]  # markdown-escaped on the page
+    (conclusion,) = [s for s in said if s.startswith("This run's verdict")]
+    (detail,) = named["detail"]
+    assert detail.startswith(shifts.TERMS_LEAD) and f"the effect line; {detail}" in conclusion, conclusion
