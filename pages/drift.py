@@ -23,7 +23,9 @@ asked = next((d for d in days if str(d) == st.query_params.get("run")), days[-1]
 chosen = st.selectbox("Run", days, index=days.index(asked), key="drift_run")
 spans = drift_views.windows(drift, chosen)
 verdicts = drift_views.drift_verdicts(drift, chosen)
-tone, sentence = drift_views.conclusion(verdicts, drift_views.confirmation(drift, chosen, config.drift), config.drift)
+confirmed = drift_views.confirmation(drift, chosen, config.drift)
+tone, sentence = drift_views.conclusion(verdicts, confirmed, config.drift,
+                                        drift_views.named_shift(drift, chosen, confirmed))
 with st.container(key="drift_conclusion"):
     TONES[tone](views.escape_markdown(f"This run's verdict ({chosen}): {sentence}"), icon=":material/troubleshoot:")
 with st.container(key="drift_condition"):  # the alert rule's streak, distinct from one run's verdict

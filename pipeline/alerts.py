@@ -18,7 +18,7 @@ from datetime import date
 
 import pandas as pd
 
-from pipeline import PROJECT_URL, contract, series, store
+from pipeline import PROJECT_URL, contract, series, shifts, store
 from pipeline.config import AlertsConfig, DriftConfig
 from pipeline.contract import (ALERT, CONFIG_CHANGE, CORPUS_METRIC, CORPUS_WIDE, DELETED, DRIFT_RULE, DRIFTED, DROP,
                                FEEDS_FAILED, FLOOR, GOLD_MISSING, QUERY_PREFIX, SEVERITIES, SLOW_DRIFT, STABLE,
@@ -482,7 +482,8 @@ def confirm_drift(windows: Sequence[DriftWindow], today: pd.Timestamp, config: D
 def _drift_alerts(day: str, today: pd.Timestamp, drift: pd.DataFrame, config: DriftConfig) -> list[Alert]:
     """One alert naming every statistic of the run whose verdict is drifted (significant after Holm over
     the run's statistics and above its effect-size line), with what is new: an alert when confirmed (see
-    `confirm_drift`, per family: the corpus's statistics and the query log's), else a warning."""
+    `confirm_drift`, per family: the corpus's statistics and the query log's), else a warning. It opens with what
+    came in (`shifts.named_shift`: the run's named_shift row, and the topic growing over the windows confirming it)."""
     if "verdict" not in drift.columns:
         return []
     rows = drift[(_days(drift) == today) & (drift["verdict"] == DRIFTED)]
@@ -497,7 +498,9 @@ def _drift_alerts(day: str, today: pd.Timestamp, drift: pd.DataFrame, config: Dr
     details = [str(d) for d in rows["detail"].fillna("") if str(d)]
     first = rows.iloc[0]
     window = f"{first['reference_start']} to {first['reference_date']}"
-    message = (f"corpus drift: the {plural(int(first['n_current']), 'chunk')} new in this window differ from the "
+    named = shifts.named_shift(drift, today, [w.run_date for w in confirmations[0].confirming])
+    lead = f"corpus drift: {named}. The" if named else "corpus drift: the"
+    message = (f"{lead} {plural(int(first['n_current']), 'chunk')} new in this window differ from the "
                f"{int(first['n_reference'])} of the reference ({window}): " + "; ".join(parts))
     message += ". " + "; ".join(c.describe(config) for c in (confirmed or drifted))
     if details:

@@ -221,6 +221,11 @@ class DriftConfig:
     evidently: bool = True  # Evidently's domain-classifier embedding drift (context; about 1 s a run)
     query_log: Path | None = None  # real user queries: one per line, or JSONL with "query" and "timestamp"
     query_window_days: int = 7  # the current window of the query log
+    # Naming what came in with a drifted window (pipeline/shifts.py; the drift alert's message and the Drift page).
+    shift_terms: int = 5  # top terms named (class-based TF-IDF of the new documents against the reference's)
+    shift_min_documents: int = 3  # a term is named only when at least this many new documents hold it
+    shift_language_share: float = 0.1  # languages are named when one's share of documents moved this much
+    shift_documents: int = 500  # documents per side read to name the shift at most (a seeded sample)
 
 
 DRIFT_RULE_KEYS = ("confirm_windows", "confirm_of", "page_alpha", "page_statistics")  # settings of the drift alert rule, not measured
@@ -574,6 +579,11 @@ def _check(cfg: Config, src: str) -> None:
             raise bad(f"drift.{key}", "must be > 0 (and at most 1 for shares, cosines and distances)")
     if d.query_window_days <= 0:
         raise bad("drift.query_window_days", "must be > 0")
+    for key in ("shift_terms", "shift_min_documents", "shift_documents"):
+        if getattr(d, key) < 1:
+            raise bad(f"drift.{key}", "must be >= 1")
+    if not 0 < d.shift_language_share <= 1:
+        raise bad("drift.shift_language_share", "must be > 0 and at most 1")
     a = cfg.alerts
     if a.criticality not in CRITICALITY:
         raise bad("alerts.criticality", f"must be one of {', '.join(CRITICALITY)}")

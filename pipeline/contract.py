@@ -142,6 +142,9 @@ DRIFT_FAMILY = (PSI_MEAN, KS_MAX, CLASSIFIER_ACCURACY, NOVEL_SHARE, DUPLICATE_SH
 EVIDENTLY_MODEL_AUC = "evidently_model_auc"  # Evidently's own bootstrap decides its flag
 EVIDENTLY_DRIFTED = "evidently_drifted"
 TOP1_COSINE = "top1_cosine"  # per dense pipeline
+# What came in with a drifted window (pipeline/shifts.py), only on a run whose corpus window drifted: the share of
+# its new documents holding a top term, and in `detail` the top terms, languages, new categories and sources.
+NAMED_SHIFT = "named_shift"
 QUERY_PREFIX = "query_"  # the query log's statistics: this prefix and a corpus statistic's name
 
 # --- values: alerts.csv -------------------------------------------------------------------------------------

@@ -107,6 +107,10 @@ NOTES: dict[str, dict[str, str]] = {
         "evidently": "Evidently's domain classifier as context",
         "query_log": "real user queries, one per line or JSONL with query and timestamp (default: none)",
         "query_window_days": "the current window of the query log",
+        "shift_terms": "top terms a drifted window's message names (c-TF-IDF against the reference)",
+        "shift_min_documents": "a term is named only when at least this many new documents hold it",
+        "shift_language_share": "languages are named when one's share of documents moved this much",
+        "shift_documents": "documents per side read to name a drifted window's shift at most",
     },
     "alerts": {
         "window": "runs forming the drop rule's baseline",

@@ -13,7 +13,7 @@ from datetime import date, timedelta
 import numpy as np
 import pandas as pd
 
-from pipeline import contract, drift, store
+from pipeline import contract, drift, shifts, store
 from pipeline.chunking import Chunk, chunk_documents, chunk_settings
 from pipeline.config import Config
 from pipeline.corpus import Corpus, StoredDocument
@@ -260,17 +260,19 @@ class WindowVerdicts:
     reference_keys: list[tuple[str, str]]
     current_keys: list[tuple[str, str]]
     left_out: list[tuple[pd.Timestamp, pd.Timestamp]] = dataclasses.field(default_factory=list)
+    shift: list[drift.Verdict] = dataclasses.field(default_factory=list)  # the named shift (context), when drifted
 
     def memo(self) -> dict:
         return {"n_reference": self.n_reference, "n_current": self.n_current,
                 "verdicts": [dataclasses.asdict(v) for v in self.verdicts],
-                "evidently": [dataclasses.asdict(v) for v in self.evidently]}
+                "evidently": [dataclasses.asdict(v) for v in self.evidently],
+                "shift": [dataclasses.asdict(v) for v in self.shift]}
 
     @classmethod
     def from_memo(cls, value: dict, windows: Windows) -> WindowVerdicts:
         return cls(windows.reference, windows.current, int(value["n_reference"]), int(value["n_current"]),
                    [drift.Verdict(**v) for v in value["verdicts"]], [drift.Verdict(**v) for v in value["evidently"]],
-                   [], [], windows.left_out)
+                   [], [], windows.left_out, [drift.Verdict(**v) for v in value.get("shift", [])])
 
 
 @dataclass(frozen=True)
@@ -345,9 +347,28 @@ def window_verdicts(config: Config, corpus: Corpus, embedder: Embedder, run_date
     names = [s.name for s in drift.FAMILY]
     verdicts = _short(names, why) if why else drift.window_drift(reference, current, config.drift)
     evidently = evidently_verdicts(reference, current, config) if config.drift.evidently and not why else []
+    shift = (shift_verdicts(config, corpus, sides.reference_versions, windows.versions)
+             if any(v.verdict == contract.DRIFTED for v in verdicts) else [])
     keys = lambda versions: [(doc_id, h) for doc_id, h, _ in versions]  # noqa: E731
     return WindowVerdicts(windows.reference, windows.current, n_ref, n_cur, verdicts, evidently,
-                          keys(sides.reference_versions), keys(windows.versions), windows.left_out)
+                          keys(sides.reference_versions), keys(windows.versions), windows.left_out, shift)
+
+
+def shift_verdicts(config: Config, corpus: Corpus, reference: Sequence[tuple[str, str, str]],
+                   current: Sequence[tuple[str, str, str]]) -> list[drift.Verdict]:
+    """The named shift of a drifted window (`shifts.describe`, a context row): each side's documents, a seeded
+    sample of at most drift.shift_documents of them, read from the corpus."""
+    d = config.drift
+
+    def side(versions: Sequence[tuple[str, str, str]], seed: int) -> shifts.Side:
+        picked = [versions[i] for i in shifts.sample(len(versions), d.shift_documents, seed)]
+        docs = [s.document for s in corpus.read_versions(picked)]
+        return shifts.Side([f"{x.title}\n{x.text}" for x in docs], [x.categories[0] if x.categories else ""
+                                                                    for x in docs], [x.source for x in docs])
+
+    value, detail = shifts.describe(side(reference, d.seed), side(current, drift.current_seed(d)), d)
+    return [drift.Verdict(contract.NAMED_SHIFT, value, math.nan, math.nan, math.nan, math.nan, math.nan, detail,
+                          verdict=contract.CONTEXT)]
 
 
 def stale_note(corpus: Corpus, current: Window, run_date: date) -> str:
@@ -364,8 +385,8 @@ def drift_table(config: Config, corpus: Corpus, embedder: Embedder, run_date: da
     """drift.csv rows of a run from its corpus verdicts, the top-1 cosines and the query log."""
     context = [drift.Verdict(name, value, math.nan, math.nan, math.nan, math.nan, math.nan, verdict=contract.CONTEXT)
                for name, value in top1]
-    rows = _rows(run_date, [*found.verdicts, *context, *found.evidently], found.reference, found.current,
-                 found.n_reference, found.n_current)
+    rows = _rows(run_date, [*found.verdicts, *context, *found.evidently, *found.shift], found.reference,
+                 found.current, found.n_reference, found.n_current)
     stale = stale_note(corpus, found.current, run_date)
     for row in rows if stale else ():
         if row["verdict"] in (contract.DRIFTED, contract.STABLE):

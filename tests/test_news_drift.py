@@ -3,14 +3,13 @@ turnover raises no corpus-drift alert, and the off-topic sports pack is flagged 
 
 from __future__ import annotations
 
-import shutil
 from datetime import date
 from pathlib import Path
 
 from pipeline import contract, store
-from pipeline.config import Config, DriftConfig, SourceConfig
 from pipeline.contract import DRIFT_FAMILY, DRIFTED, NOT_ENOUGH_DATA
 from pipeline.job import backfill
+from tests.test_shifts import with_pack
 
 SLICE = Path(__file__).parent / "data" / "news-slice"
 START, EVENT, END = date(2025, 9, 10), date(2025, 9, 20), date(2025, 9, 21)
@@ -18,11 +17,7 @@ CORPUS_RULES = {"drift", "deleted", "config_change"}
 
 
 def test_normal_news_is_not_drift_and_the_sports_pack_is_flagged_on_its_day(tmp_path, embedder):
-    daily = tmp_path / "daily"
-    shutil.copytree(SLICE / "daily", daily)
-    shutil.copy(SLICE / "offtopic_sports.xml", daily / f"{EVENT.isoformat()}-offtopic.xml")
-    config = Config(data_dir=tmp_path / "store", gold=SLICE / "gold.jsonl",
-                    sources=(SourceConfig(name="news", path=daily),), drift=DriftConfig(evidently=False))
+    config = with_pack(tmp_path, SLICE, "offtopic_sports.xml", EVENT)
     results = backfill(config, START, END, embedder=embedder)
     before = [a for r in results if r.run_date < EVENT for a in r.alerts if a.rule in CORPUS_RULES]
     assert before == [], [a.message for a in before]

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline import store
+from pipeline import shifts, store
 from pipeline.alerts import DriftConfirmation, confirm_drift, drift_windows
 from pipeline.config import Config, DriftConfig
 from pipeline.contract import (CONTEXT, DRIFT, DRIFTED, EFFECT_FROM, NOT_ENOUGH_DATA, QUERY_PREFIX, REFERENCE_DATE,
@@ -158,9 +158,17 @@ def confirmation(drift: pd.DataFrame, day: date | pd.Timestamp, config: DriftCon
     return confirm_drift(drift_windows(drift), pd.Timestamp(day), config)
 
 
-def conclusion(verdicts: pd.DataFrame, confirmed: DriftConfirmation, config: DriftConfig) -> tuple[str, str]:
+def named_shift(drift: pd.DataFrame, day: date | pd.Timestamp, confirmed: DriftConfirmation) -> str:
+    """What came in with the run's drifted window and the topic growing over the windows that confirm it, as the
+    drift alert's message says it (`shifts.named_shift`)."""
+    return shifts.named_shift(drift, pd.Timestamp(day), [w.run_date for w in confirmed.confirming])
+
+
+def conclusion(verdicts: pd.DataFrame, confirmed: DriftConfirmation, config: DriftConfig,
+               named: str = "") -> tuple[str, str]:
     """The verdict table in a sentence, and its tone: "drifted" (confirmed: the drift rule pages), "drifted, not
-    confirmed" (the rule's warning), "stable" or "not enough data". `confirmed`: `confirmation` of the run."""
+    confirmed" (the rule's warning), "stable" or "not enough data". `confirmed`: `confirmation` of the run;
+    `named`: what came in (`named_shift`)."""
     if verdicts.empty:
         return NOT_ENOUGH_TONE, "No drift statistics for this run yet."
     drifted = verdicts[verdicts["verdict"] == DRIFTED]
@@ -168,7 +176,8 @@ def conclusion(verdicts: pd.DataFrame, confirmed: DriftConfirmation, config: Dri
         names = ", ".join(drifted["statistic"])
         new = next((d for d in drifted["what is new"] if d), "")  # the details repeat one another: the first
         new = new if len(new) <= 300 else new[:299] + "…"
-        sentence = f"Drifted: {names} passed both the null and the effect line" + (f". New: {new}" if new else "")
+        sentence = (f"Drifted: {names} passed both the null and the effect line" + (f"; {named}" if named else "")
+                    + (f". New: {new}" if new else ""))
         tone = DRIFTED_CONFIRMED if confirmed.confirmed else DRIFTED_NOT_CONFIRMED
         return tone, f"{sentence}. {confirmed.describe(config)}."
     if (verdicts["verdict"] == NOT_ENOUGH_DATA.replace("_", " ")).all():
