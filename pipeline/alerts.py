@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 
@@ -22,6 +22,7 @@ from pipeline.config import AlertsConfig, DriftConfig
 from pipeline.contract import (ALERT, CONFIG_CHANGE, CORPUS_METRIC, CORPUS_WIDE, DELETED, DRIFT_RULE, DRIFTED, DROP,
                                FEEDS_FAILED, FLOOR, GOLD_MISSING, QUERY_PREFIX, SEVERITIES, SLOW_DRIFT, STABLE,
                                TARGETS_FAILED, WARNING)
+from pipeline.contract import SEGMENT_DROP, SEGMENT_SLOW_DRIFT
 from pipeline.drift import threshold_phrase, value_line
 from pipeline.metrics import ANSWER_WATCHED, REGISTRY, parse_series
 
@@ -120,6 +121,25 @@ RUNBOOK: dict[str, RunbookEntry] = {e.rule: e for e in (
                   "Fix the endpoint, credentials (the environment variables its headers name) or the logged "
                   "results file, then re-run the date.")),
 )}
+
+
+RUNBOOK.update({e.rule: e for e in (
+    RunbookEntry(SEGMENT_DROP, "the questions of one segment (a gold tag, or the source or category of their gold "
+                               "documents) fell against the runs just before, while the rest may not have: the drop "
+                               "rule over the segment, Holm-corrected over every segment and series",
+                 "open the Segments page on the segment and drill down to its questions",
+                 ("Segments page: the segment's row of the heatmap, and its questions' outcomes on the runs around "
+                  "the drop.",
+                  "The message names the rest for contrast: a segment that fell alone points at what it shares (its "
+                  "wording for paraphrase questions, a source, a category), not at the corpus as a whole.",
+                  "Questions page: which documents replaced the segment's gold documents in the top k.")),
+    RunbookEntry(SEGMENT_SLOW_DRIFT, "the smoothed series of one segment's questions moved away from its reference "
+                                     "period, a decline the overall mean can hide",
+                 "open the Segments page on the segment and compare its questions then and now",
+                 ("Segments page: when the segment's row began to fade, and which of its questions lost their hits.",
+                  "Drift page: what entered the corpus since the reference, in the segment's topic or source.",
+                  "A change you accept: pin a new reference (`alerts.reference_start`) and acknowledge the condition.")),
+)})
 
 
 def runbook(rule: str) -> RunbookEntry:
@@ -280,9 +300,16 @@ def _retrieval_tests(per_question: pd.DataFrame, pipelines: Sequence[str], today
 
 def _tests(per_question: pd.DataFrame, keys: Sequence[series.SeriesKey], today: pd.Timestamp,
            config: AlertsConfig) -> list[_Tested]:
+    return tests_of(series.question_matrices(per_question, keys), today, config)
+
+
+def tests_of(matrices: Mapping[series.SeriesKey, series.Matrix], today: pd.Timestamp,
+             config: AlertsConfig) -> list[_Tested]:
+    """The drop and slow-drift tests of every series' matrix, Holm-adjusted per rule over the series given (the
+    family), the drop's confirmation block in a family of its own."""
     start = pd.Timestamp(config.reference_start) if config.reference_start else None
     drops, slows = [], []
-    for key, matrix in series.question_matrices(per_question, keys).items():
+    for key, matrix in matrices.items():
         if matrix.empty or today not in matrix.days:
             continue
         today_test, confirm = _drop_candidates(matrix, key, today, config)
@@ -629,11 +656,12 @@ def evaluate_alerts(run_date: date, metrics: pd.DataFrame, per_question: pd.Data
                     runs: pd.DataFrame, config: AlertsConfig, ks: tuple[int, ...],
                     previous: pd.DataFrame, drift_config: DriftConfig | None = None,
                     targets: pd.DataFrame | None = None, per_answer: pd.DataFrame | None = None,
-                    trusted: dict[str, bool] | None = None) -> list[Alert]:
+                    trusted: dict[str, bool] | None = None, more: Sequence[Alert] = ()) -> list[Alert]:
     """Every alert of one run date, from the full histories (including that date's rows).
 
     `previous` is alerts.csv's history; rows of `run_date` itself in it are ignored, so re-running
-    a date gives the same alerts. Nothing is read or written here."""
+    a date gives the same alerts. `more`: alerts of the date found elsewhere (the segment rules,
+    pipeline/segments.py), marked ongoing with the rest. Nothing is read or written here."""
     today = pd.Timestamp(run_date)
     day = _iso(run_date)
     pipelines = list(dict.fromkeys(metrics.loc[_days(metrics) == today, contract.PIPELINE]))
@@ -648,5 +676,6 @@ def evaluate_alerts(run_date: date, metrics: pd.DataFrame, per_question: pd.Data
         *_feed_alerts(day, today, runs),
         *_target_alerts(day, today, targets),
         *answer_alerts(day, today, per_answer, config, trusted),
+        *more,
     ]
     return mark_ongoing(alerts, today, runs, previous)

@@ -248,6 +248,8 @@ class AlertsConfig:
     webhook_url: str | None = None  # Slack-compatible incoming webhook
     webhook_timeout: float = 5.0
     webhook_retries: int = 3
+    # A segment (pipeline/segments.py) with fewer questions than this on a run is not tested by the segment rules.
+    segment_min_n: int = 8
 
     def watched(self, ks: tuple[int, ...]) -> tuple[str, ...]:
         if self.metrics:
@@ -584,6 +586,8 @@ def _check(cfg: Config, src: str) -> None:
         raise bad("alerts.confirm_days", "confirm_days must be >= 1 and reference_runs >= 2")
     if not 0 < a.ewma_smoothing <= 1:
         raise bad("alerts.ewma_smoothing", "must be within (0, 1]")
+    if a.segment_min_n < 2:
+        raise bad("alerts.segment_min_n", "must be >= 2 questions")
     if a.reference_start is not None:
         try:
             date.fromisoformat(a.reference_start)

@@ -156,3 +156,20 @@ SEVERITIES = (WARNING, ALERT)
 
 CORPUS_WIDE = ""  # the `pipeline` of alerts that concern the corpus or the run, not one pipeline
 CORPUS_METRIC = "corpus"  # the `metric` of the drift alert (its statistics are named in the message)
+
+# --- segments (pipeline/segments.py): a gold tag, or the source or category of a question's gold documents ------
+
+SEGMENTS = "segments.csv"  # each segment's metric means per run, pipeline and k, with its n
+SEGMENT_QUESTIONS = "segment_questions.csv"  # which questions each segment held on the run
+SEGMENTS_COLUMNS = ("run_date", "pipeline", "k", "segment", "metric", "value", "n_questions")
+SEGMENT_QUESTIONS_COLUMNS = ("run_date", "segment", "question_id")
+SCHEMAS.update({SEGMENTS: SEGMENTS_COLUMNS, SEGMENT_QUESTIONS: SEGMENT_QUESTIONS_COLUMNS})
+SEGMENT = "segment"
+TEXT_COLUMNS = TEXT_COLUMNS | {SEGMENT}
+# A segment's name is its kind and its value: "tag:paraphrase", "source:peps", "category:Standards Track".
+SEGMENT_TAG, SEGMENT_SOURCE, SEGMENT_CATEGORY = "tag", "source", "category"
+SEGMENT_KINDS = (SEGMENT_TAG, SEGMENT_SOURCE, SEGMENT_CATEGORY)
+# Rule names: the drop and slow-drift rules over a segment's questions (Holm over segments and series together).
+SEGMENT_DROP = "segment_drop"
+SEGMENT_SLOW_DRIFT = "segment_slow_drift"
+RULES = (*RULES, SEGMENT_DROP, SEGMENT_SLOW_DRIFT)

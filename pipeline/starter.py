@@ -123,6 +123,7 @@ NOTES: dict[str, dict[str, str]] = {
         "webhook_url": "a Slack-compatible incoming webhook; only new alerts are sent (default: none)",
         "webhook_timeout": "seconds for one webhook request",
         "webhook_retries": "retries of a failed webhook request",
+        "segment_min_n": "segments (gold tags, gold documents' sources and categories) under this n are not tested",
     },
     "export": {  # each an [export.NAME] table, shown inline; present: the exporter is on (docs/exports.md)
         "mlflow": "MLflow runs (pip install 'driftwatch[mlflow]'); tracking_uri: a folder or a server URL",
