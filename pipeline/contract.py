@@ -172,4 +172,5 @@ SEGMENT_KINDS = (SEGMENT_TAG, SEGMENT_SOURCE, SEGMENT_CATEGORY)
 # Rule names: the drop and slow-drift rules over a segment's questions (Holm over segments and series together).
 SEGMENT_DROP = "segment_drop"
 SEGMENT_SLOW_DRIFT = "segment_slow_drift"
-RULES = (*RULES, SEGMENT_DROP, SEGMENT_SLOW_DRIFT)
+SEGMENT_RULES = (SEGMENT_DROP, SEGMENT_SLOW_DRIFT)
+RULES = (*RULES, *SEGMENT_RULES)

@@ -177,7 +177,15 @@ def message(key: SegmentKey, rule: str, test: series.Contrast, rest: Rest, thres
     how = ("against the runs before" if rule == contract.DROP else
            f"slow drift against the reference {since} to {test.baseline_days[-1]:%Y-%m-%d}")
     return (f"{label(key.segment)} questions ({test.n_questions}): {key.name} {test.baseline:.2f} → {test.value:.2f} "
-            f"since {since}; the other {rest.n} {rest.describe(threshold, config.alpha)} ({key.pipeline}, {how}; "
-            f"threshold {threshold:.0%}; paired test over {test.n_questions} questions: {test.z:.1f} null sds, "
+            f"since {since}; the other {rest.n} {rest.describe(threshold, config.alpha)}{DETAILS.format(key.pipeline)}"
+            f"{how}; threshold {threshold:.0%}; paired test over {test.n_questions} questions: {test.z:.1f} null sds, "
             f"p={p:.2g} after Holm over {n_tests} segment series)")
+
+
+DETAILS = " ({}, "  # where a message's headline ends and its pipeline, rule and test begin
+
+
+def headline(message: str, pipeline: str) -> str:
+    """A segment alert's message without its details: "paraphrase questions (12): ...; the other 28 flat"."""
+    return message.partition(DETAILS.format(pipeline))[0]
 

@@ -24,6 +24,8 @@ from pipeline.demo import DEMO_CONFIG
 from pipeline.gold import GoldQuestion, load_gold
 from pipeline.metrics import metric_info
 from pipeline import store
+from pipeline.contract import SEGMENT_RULES
+from pipeline.segments import headline
 
 METRIC_LABELS = {"hit": "hit rate", "recall": "recall", "precision": "precision", "mrr": "MRR", "ndcg": "nDCG",
                  "unjudged": "unjudged share"}
@@ -186,6 +188,8 @@ class OpenCondition:
         """The condition in one line: rule, pipeline, since when, and the series that moved most with its
         change, e.g. "slow_drift on bm25 since 2026-11-13: nDCG@5 -15.0%, the worst of 3 series"."""
         text = f"{self.rule} on {self.where} since {self.since:%Y-%m-%d}"
+        if self.rule in SEGMENT_RULES:  # the message's own words: the segment, its n, the change and the rest
+            return f"{text}: " + "; ".join(dict.fromkeys(headline(m, self.pipeline) for _, m in self.messages))
         shown = [self.worst_label if self.worst not in (self.rule, CORPUS_METRIC, "") else "",
                  "" if math.isnan(self.change_pct) else f"{self.change_pct:+.1f}%"]
         if any(shown):
