@@ -186,3 +186,35 @@ def test_a_run_writes_the_segment_series_and_members(e2e_config, embedder):
     assert len(store.read(data, contract.SEGMENTS)) == len(written)
     assert {s: set(ids) for s, ids in segments.members_on(members, pd.Timestamp("2026-11-05")).items()} == by_segment
     assert segments.members_on(members, pd.Timestamp("2026-11-03")) == {}
+
+
+def test_the_banner_and_the_segments_page_name_a_segment_alert_in_its_own_words():
+    from pipeline import views
+    from pipeline.alerts import alerts_frame
+    from pipeline.views import segments as segment_views
+
+    values, members = declining()
+    today = day(N_DAYS - 1)
+    found = segments.segment_alerts(today.isoformat(), pd.Timestamp(today), per_question(values), members, HIT, KS)
+    rows = alerts_frame(found).astype({contract.RUN_DATE: "datetime64[ns]"})
+    [condition] = views.open_conditions(rows)
+    head = found[0].message.partition(" (hybrid, ")[0]
+    assert head.startswith("paraphrase questions (12): hit@5 0.67 → ") and head.endswith("; the other 28 flat")
+    assert condition.line == f"{SEGMENT_SLOW_DRIFT} on hybrid since {today:%Y-%m-%d}: {head}"
+    assert segment_views.segment_alert_lines(rows) == [f"{SEGMENT_SLOW_DRIFT} on hybrid: {head}"]
+
+
+def test_the_segment_heatmap_names_each_segment_with_its_n_and_drills_down_to_its_questions():
+    from pipeline.views import segments as segment_views
+
+    values, members = declining()
+    pq = per_question(values)
+    written = frame(contract.SEGMENTS, segments.series_rows(pq.assign(**{contract.RUN_DATE: pq[contract.RUN_DATE].dt
+                                                                         .strftime("%Y-%m-%d")}), members))
+    matrix = segment_views.segment_heatmap(written, "hybrid", "hit", 5)
+    assert list(matrix.index) == ["easy (28)", "paraphrase (12)"]
+    assert matrix.iloc[1].iloc[-1] == pytest.approx(values[:12, -1].mean())
+    stored = frame(contract.SEGMENT_QUESTIONS, segments.member_rows(day(N_DAYS - 1).isoformat(), members))
+    assert segment_views.segment_names(stored) == ["tag:easy", "tag:paraphrase"]
+    drill = segment_views.segment_questions(pq, stored, "tag:paraphrase", "hybrid", 5, "hit")
+    assert set(drill.index) == set(members["tag:paraphrase"]) and drill.index[0] in ("q0", "q1", "q2")
