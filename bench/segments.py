@@ -80,7 +80,7 @@ def run(members: dict[str, tuple[str, ...]], n_questions: int, grid: dict, confi
 def format_report(members: dict[str, tuple[str, ...]], n_questions: int, rows: Sequence[dict],
                   config: AlertsConfig) -> str:
     tested = tested_segments(members, n_questions, config)
-    lines = [f"Segment rules on null streams ({n_questions} questions; segments tested, n >= {config.segment_min_n}: "
+    lines = [f"Segment rules on null streams (segment_alpha {config.segment_alpha:g}; {n_questions} questions; segments tested, n >= {config.segment_min_n}: "
              + ", ".join(f"{s} ({len(members[s])})" for s in tested) + ")",
              "| hit@5 p | seed | days | pages / 90 days | new alerts | new warnings | segments that fired |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -99,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.segments", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="one stream of 60 days")
     parser.add_argument("--gold", type=Path, default=PEPS / "gold.jsonl")
+    parser.add_argument("--alpha", type=float, default=None, help="alerts.segment_alpha (default: its default)")
+    parser.add_argument("--p", type=float, nargs="+", default=None, help="the streams' mean hit@5 (default: 0.7 0.9)")
     parser.add_argument("--articles", type=Path, default=PEPS / "articles.jsonl",
                         help="the PEP stream's articles.jsonl (the categories of the gold documents)")
     args = parser.parse_args(argv)
@@ -107,8 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     members = pep_members(args.gold, args.articles)
     n_questions = len(load_gold(args.gold))
-    config = AlertsConfig()
-    rows = run(members, n_questions, QUICK if args.quick else FULL, config)
+    config = AlertsConfig() if args.alpha is None else AlertsConfig(segment_alpha=args.alpha)
+    grid = QUICK if args.quick else FULL
+    rows = run(members, n_questions, grid if args.p is None else {**grid, "p": tuple(args.p)}, config)
     print(format_report(members, n_questions, rows, config))
     return 0
 

@@ -4,6 +4,7 @@ over its questions, Holm-corrected over segments and series together, named with
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -144,11 +145,22 @@ def segment_matrices(per_question: pd.DataFrame, members: Mapping[str, Sequence[
     return out
 
 
+MC_RESOLUTION = 5  # the Monte Carlo draws resolve p down to a fifth of Holm's first step, alpha / tests
+
+
+def family_config(config: AlertsConfig, n_tests: int) -> AlertsConfig:
+    """The settings the segment family is tested with: its own alpha (`segment_alpha`), and enough Monte Carlo draws
+    for Holm's first step over `n_tests` to be reachable (5000 draws resolve p to 1/5001: over 48 tests, 0.0096)."""
+    draws = max(config.permutations, math.ceil(MC_RESOLUTION * n_tests / config.segment_alpha))
+    return dataclasses.replace(config, alpha=config.segment_alpha, permutations=draws)
+
+
 def segment_alerts(day: str, today: pd.Timestamp, per_question: pd.DataFrame,
                    members: Mapping[str, Sequence[str]], config: AlertsConfig, ks: Sequence[int]) -> list[Alert]:
     """The drop and slow-drift rules over each segment's questions (`segment_matrices`), with the overall rules'
     tests, thresholds and severities; Holm over every segment and series of a rule (their own family)."""
     matrices = segment_matrices(per_question, members, config, ks, today)
+    config = family_config(config, len(matrices))
     tested = alerts.tests_of(matrices, today, config)
     n_tests = {rule: sum(t.rule == rule for t in tested) for rule in RULE_OF}
     groups = {g: rows for g, rows in per_question.groupby([PIPELINE, K], sort=False)}

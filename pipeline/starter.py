@@ -124,6 +124,7 @@ NOTES: dict[str, dict[str, str]] = {
         "webhook_timeout": "seconds for one webhook request",
         "webhook_retries": "retries of a failed webhook request",
         "segment_min_n": "segments (gold tags, gold documents' sources and categories) under this n are not tested",
+        "segment_alpha": "family-wise error per segment rule and run (Holm over segments, pipelines and series)",
     },
     "export": {  # each an [export.NAME] table, shown inline; present: the exporter is on (docs/exports.md)
         "mlflow": "MLflow runs (pip install 'driftwatch[mlflow]'); tracking_uri: a folder or a server URL",

@@ -218,3 +218,17 @@ def test_the_segment_heatmap_names_each_segment_with_its_n_and_drills_down_to_it
     assert segment_views.segment_names(stored) == ["tag:easy", "tag:paraphrase"]
     drill = segment_views.segment_questions(pq, stored, "tag:paraphrase", "hybrid", 5, "hit")
     assert set(drill.index) == set(members["tag:paraphrase"]) and drill.index[0] in ("q0", "q1", "q2")
+
+
+def test_a_large_family_can_still_fire_the_draws_resolve_holms_first_step():
+    """68 tests (17 segments x 4 watched series): 5000 draws resolve p to 1/5001, which Holm's first step multiplies
+    past alpha (68/5001 > 0.01), so no segment could ever fire; the family's draws grow with it."""
+    values, members = declining()
+    rest = [qid(q) for q in range(12, N_QUESTIONS)]
+    members |= {f"tag:other{i}": tuple(rest[i:i + 10]) for i in range(15)}
+    config = AlertsConfig()
+    today = pd.Timestamp(day(N_DAYS - 1))
+    assert len(segments.segment_matrices(per_question(values), members, config, KS, today)) == 68
+    assert segments.family_config(config, 68).permutations >= 5 * 68 / config.segment_alpha
+    found = segments.segment_alerts("d", today, per_question(values), members, config, KS)
+    assert {a.metric.split(" ")[1] for a in found} == {"tag:paraphrase"}
