@@ -129,10 +129,12 @@ def segment_matrices(per_question: pd.DataFrame, members: Mapping[str, Sequence[
     on_today = per_question[store.as_days(per_question[RUN_DATE]) == today]
     pipelines = list(dict.fromkeys(on_today[PIPELINE]))
     groups = {g: rows for g, rows in per_question.groupby([PIPELINE, K], sort=False)}
+    ids_of = {g: rows[QUESTION_ID].astype(str) for g, rows in groups.items()}
+    mine: dict[tuple, pd.DataFrame] = {}  # a segment's rows of a pipeline and k, selected once for its series
     out: dict[SegmentKey, series.Matrix] = {}
     for key in series.keys(config, ks, pipelines):
-        rows = groups.get((key.pipeline, key.k))
-        if rows is None:
+        group = (key.pipeline, key.k)
+        if group not in groups:
             continue
         answered = set(on_today.loc[(on_today[PIPELINE] == key.pipeline) & (on_today[K] == key.k)
                                     & on_today[key.metric.column].notna(), QUESTION_ID].astype(str))
@@ -140,8 +142,10 @@ def segment_matrices(per_question: pd.DataFrame, members: Mapping[str, Sequence[
             n = len(answered & set(ids))
             if n < config.segment_min_n or n == len(answered):
                 continue
-            mine = rows[rows[QUESTION_ID].astype(str).isin(set(ids))]
-            out[SegmentKey(key.pipeline, key.metric, key.k, segment)] = series.question_matrix(mine, key, mine)
+            if (group, segment) not in mine:
+                mine[group, segment] = groups[group][ids_of[group].isin(set(ids))]
+            rows = mine[group, segment]
+            out[SegmentKey(key.pipeline, key.metric, key.k, segment)] = series.question_matrix(rows, key, rows)
     return out
 
 
