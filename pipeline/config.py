@@ -251,7 +251,7 @@ class AlertsConfig:
     # A segment (pipeline/segments.py) with fewer questions than this on a run is not tested by the segment rules.
     segment_min_n: int = 8
     # Family-wise error per segment rule and run, Holm over every tested segment, pipeline and watched series.
-    segment_alpha: float = 0.01
+    segment_alpha: float = 0.002
 
     def watched(self, ks: tuple[int, ...]) -> tuple[str, ...]:
         if self.metrics:

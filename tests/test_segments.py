@@ -71,6 +71,11 @@ def test_a_decline_confined_to_one_segment_alerts_naming_it_while_the_overall_ru
     assert alert.severity == contract.ALERT
     assert re.match(r"paraphrase questions \(12\): hit@5 0\.67 → 0\.4\d since 2026-03-01; the other 28 flat \(hybrid,",
                     alert.message), alert.message
+    # Caught within days of the first lost hit (day 22): the first run a segment alert fires on.
+    frame_ = per_question(values)
+    first = next(t for t in range(20, N_DAYS)
+                 if segments.segment_alerts("d", pd.Timestamp(day(t)), frame_, members, HIT, KS))
+    assert 22 < first <= 26
     # Through evaluate_alerts with the run's other alerts: marked as a new condition like them.
     pq, mt = outcomes(values)
     every = evaluate_alerts(day(today), frame(contract.METRICS, mt), frame(contract.PER_QUESTION, pq),
