@@ -23,7 +23,7 @@ from tests.test_alerts import HIT, KS, day, evaluate, frame, outcomes, run_rows
 N_QUESTIONS, N_DAYS = 40, 40
 
 
-def history(seed: int, flicker: float = 0.03, hits: float = 0.8) -> np.ndarray:
+def null_history(seed: int, flicker: float = 0.03, hits: float = 0.8) -> np.ndarray:
     """Questions x days of hit@5: each question hits (probability `hits`) or not, seeded, and flips on a day with
     probability `flicker` (back the next day)."""
     rng = np.random.default_rng(seed)
@@ -43,7 +43,7 @@ PARAPHRASE = tuple(range(12))  # the segment that declines
 
 def declining() -> tuple[np.ndarray, dict[str, tuple[str, ...]]]:
     """12 paraphrase questions of 40: three of their hits lost over days 22 to 34; the other 28 flat."""
-    values = history(1, hits=0.95)
+    values = null_history(1, hits=0.95)
     values[list(PARAPHRASE), :] = np.repeat([[1.0]] * 8 + [[0.0]] * 4, N_DAYS, axis=1)  # 8 of 12 hit at first
     for q, start in ((0, 22), (1, 28), (2, 34)):
         values[q, start:] = 0.0
@@ -123,7 +123,7 @@ def test_holm_over_many_null_segments_raises_no_alert():
     config = AlertsConfig()
     fired, tested = [], 0
     for seed in range(3):
-        frame_ = per_question(history(100 + seed, flicker=0.08))
+        frame_ = per_question(null_history(100 + seed, flicker=0.08))
         for t in range(N_DAYS - 10, N_DAYS):
             today = pd.Timestamp(day(t))
             tested += len(segments.segment_matrices(frame_, members, config, KS, today))
@@ -237,3 +237,4 @@ def test_a_large_family_can_still_fire_the_draws_resolve_holms_first_step():
     assert segments.family_config(config, 68).permutations >= 5 * 68 / config.segment_alpha
     found = segments.segment_alerts("d", today, per_question(values), members, config, KS)
     assert {a.metric.split(" ")[1] for a in found} == {"tag:paraphrase"}
+
