@@ -80,7 +80,8 @@ def run(members: dict[str, tuple[str, ...]], n_questions: int, grid: dict, confi
 def format_report(members: dict[str, tuple[str, ...]], n_questions: int, rows: Sequence[dict],
                   config: AlertsConfig) -> str:
     tested = tested_segments(members, n_questions, config)
-    lines = [f"Segment rules on null streams (segment_alpha {config.segment_alpha:g}; {n_questions} questions; segments tested, n >= {config.segment_min_n}: "
+    lines = [f"Segment rules on null streams (segment_alpha {config.segment_alpha:g}; {n_questions} questions; "
+             f"segments tested, n >= {config.segment_min_n}: "
              + ", ".join(f"{s} ({len(members[s])})" for s in tested) + ")",
              "| hit@5 p | seed | days | pages / 90 days | new alerts | new warnings | segments that fired |",
              "| --- | --- | --- | --- | --- | --- | --- |"]

@@ -138,7 +138,8 @@ RUNBOOK.update({e.rule: e for e in (
                  "open the Segments page on the segment and compare its questions then and now",
                  ("Segments page: when the segment's row began to fade, and which of its questions lost their hits.",
                   "Drift page: what entered the corpus since the reference, in the segment's topic or source.",
-                  "A change you accept: pin a new reference (`alerts.reference_start`) and acknowledge the condition.")),
+                  "A change you accept: pin a new reference (`alerts.reference_start`) and acknowledge the "
+                  "condition.")),
 )})
 
 

@@ -78,7 +78,8 @@ def series_rows(question_rows: pd.DataFrame | Sequence[dict], members: Mapping[s
                 values = group[column].astype(float)
                 n = int(values.notna().sum())
                 out.append({RUN_DATE: str(day)[:10], PIPELINE: pipeline, K: int(k), SEGMENT: segment,
-                            contract.METRIC: MEAN_NAMES[column], contract.VALUE: float(values.mean()) if n else math.nan,
+                            contract.METRIC: MEAN_NAMES[column],
+                            contract.VALUE: float(values.mean()) if n else math.nan,
                             "n_questions": n})
     return out
 

@@ -146,7 +146,8 @@ def test_the_segment_contrast_is_the_paired_permutation_test_scipy_computes():
     matrix = series.question_matrix(mine, key, mine)
     test = series.contrast(matrix, [pd.Timestamp(day(1))], [1.0], [pd.Timestamp(day(0))], higher_is_better=True)
     rows = [int(i[1:]) for i in ids]
-    assert test.value == pytest.approx(values[rows, 1].mean()) and test.baseline == pytest.approx(values[rows, 0].mean())
+    assert test.value == pytest.approx(values[rows, 1].mean())
+    assert test.baseline == pytest.approx(values[rows, 0].mean())
     exact = stats.permutation_test((values[rows, 1], values[rows, 0]), lambda x, y: np.mean(x - y),
                                    permutation_type="samples", alternative="less", n_resamples=np.inf).pvalue
     assert test.permutation_p(40_000, seed=0) == pytest.approx(exact, abs=0.005)
