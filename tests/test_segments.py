@@ -198,6 +198,7 @@ def test_the_banner_and_the_segments_page_name_a_segment_alert_in_its_own_words(
     from pipeline import views
     from pipeline.alerts import alerts_frame
     from pipeline.views import segments as segment_views
+    from pipeline.views.alerts import chart_link
 
     values, members = declining()
     today = day(N_DAYS - 1)
@@ -208,6 +209,10 @@ def test_the_banner_and_the_segments_page_name_a_segment_alert_in_its_own_words(
     assert head.startswith("paraphrase questions (12): hit@5 0.67 → ") and head.endswith("; the other 28 flat")
     assert condition.line == f"{SEGMENT_SLOW_DRIFT} on hybrid since {today:%Y-%m-%d}: {head}"
     assert segment_views.segment_alert_lines(rows) == [f"{SEGMENT_SLOW_DRIFT} on hybrid: {head}"]
+    # The Alerts page's incident links to the Segments page on its segment, series and pipeline.
+    assert chart_link("hybrid", found[0].metric, pd.Timestamp(today)) == \
+        "segments?segment=tag%3Aparaphrase&metric=hit&k=5&pipeline=hybrid"
+    assert chart_link("hybrid", "hit@5", pd.Timestamp(today)) == "trends?metric=hit&k=5&pipeline=hybrid"
 
 
 def test_the_segment_heatmap_names_each_segment_with_its_n_and_drills_down_to_its_questions():
