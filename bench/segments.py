@@ -11,13 +11,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from bench._streams import HistoryWindow, StreamSpec, run_dates, simulated_history
-from pipeline import segments
+from pipeline import segments, store
 from pipeline.alerts import Alert, alerts_frame, mark_ongoing
 from pipeline.config import AlertsConfig, RetrievalConfig
-from pipeline.contract import ALERT, RUN_DATE, WARNING
+from pipeline.contract import ALERT, RUN_DATE, SEGMENT_QUESTIONS, WARNING
 from pipeline.gold import load_gold
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +56,35 @@ def replay(members: dict[str, tuple[str, ...]], spec: StreamSpec, config: Alerts
         previous = alerts_frame(fired).astype({RUN_DATE: "datetime64[ns]"})
         fired += mark_ongoing(found, today, seen.runs, previous)
     return fired
+
+
+def real_replays(data_dir: Path, n_orders: int, config: AlertsConfig) -> list[dict]:
+    """The per-question series of a real data directory as null streams: the runs on which no gold document was
+    missing, their dates reordered at random (seeded; the first order is the real one), each replayed through the
+    segment rules with the directory's latest segments. Per order: pages and the segments that fired."""
+    history = store.read_per_question(data_dir)
+    members = segments.members_on(store.read(data_dir, SEGMENT_QUESTIONS), history[RUN_DATE].max())
+    missing = history.groupby(RUN_DATE)["gold_missing"].sum()
+    days = sorted(d for d, n in missing.items() if n == 0)
+    history = history[history[RUN_DATE].isin(days)]
+    rng = np.random.default_rng(0)
+    rows = []
+    for order in range(n_orders):
+        shuffled = days if order == 0 else list(rng.permutation(days))
+        moved = history.assign(**{RUN_DATE: history[RUN_DATE].map(dict(zip(shuffled, days)))})
+        moved = moved.sort_values(RUN_DATE, kind="stable")
+        runs = pd.DataFrame({RUN_DATE: days})
+        fired: list[Alert] = []
+        for day in days:
+            found = segments.segment_alerts(f"{day:%Y-%m-%d}", day, moved[moved[RUN_DATE] <= day], members, config,
+                                            KS)
+            fired += mark_ongoing(found, day, runs[runs[RUN_DATE] <= day],
+                                  alerts_frame(fired).astype({RUN_DATE: "datetime64[ns]"}))
+        new = [a for a in fired if a.new]
+        rows.append({"order": "real" if order == 0 else f"shuffled {order}", "days": len(days),
+                     "pages": len({a.run_date for a in new if a.severity == ALERT}),
+                     "segments": sorted({a.metric.split(" ", 1)[1] for a in new})})
+    return rows
 
 
 def tested_segments(members: dict[str, tuple[str, ...]], n_questions: int, config: AlertsConfig) -> list[str]:
@@ -104,7 +134,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--p", type=float, nargs="+", default=None, help="the streams' mean hit@5 (default: 0.7 0.9)")
     parser.add_argument("--articles", type=Path, default=PEPS / "articles.jsonl",
                         help="the PEP stream's articles.jsonl (the categories of the gold documents)")
+    parser.add_argument("--store", type=Path, default=None,
+                        help="a real data directory: replay its per-question series, in the real and shuffled orders")
+    parser.add_argument("--orders", type=int, default=10, help="with --store: the orders replayed (the first real)")
     args = parser.parse_args(argv)
+    if args.store is not None:
+        config = AlertsConfig() if args.alpha is None else AlertsConfig(segment_alpha=args.alpha)
+        print("| order | days | segment pages | segments that fired |\n| --- | --- | --- | --- |")
+        for r in real_replays(args.store, args.orders, config):
+            print(f"| {r['order']} | {r['days']} | {r['pages']} | {', '.join(r['segments']) or '-'} |")
+        return 0
     if not args.gold.exists():
         print(f"error: {args.gold}: gold set not found (--gold)", file=sys.stderr)
         return 2

@@ -22,7 +22,7 @@ from pipeline.config import AlertsConfig, DriftConfig
 from pipeline.contract import (ALERT, CONFIG_CHANGE, CORPUS_METRIC, CORPUS_WIDE, DELETED, DRIFT_RULE, DRIFTED, DROP,
                                FEEDS_FAILED, FLOOR, GOLD_MISSING, QUERY_PREFIX, SEVERITIES, SLOW_DRIFT, STABLE,
                                TARGETS_FAILED, WARNING)
-from pipeline.contract import SEGMENT_DROP, SEGMENT_SLOW_DRIFT
+from pipeline.contract import SEGMENT_DROP, SEGMENT_RULES, SEGMENT_SLOW_DRIFT
 from pipeline.drift import threshold_phrase, value_line
 from pipeline.metrics import ANSWER_WATCHED, REGISTRY, parse_series
 
@@ -149,10 +149,12 @@ def runbook(rule: str) -> RunbookEntry:
 
 
 def condition_of(rule: str, pipeline: str, metric: str) -> tuple[str, ...]:
-    """`Alert.condition` of an alerts.csv row: (rule, pipeline) for a pipeline's drop or slow drift, else
-    (rule, pipeline, metric)."""
+    """`Alert.condition` of an alerts.csv row: (rule, pipeline) for a pipeline's drop or slow drift, (rule, pipeline,
+    segment) for a segment rule (whichever of its series), else (rule, pipeline, metric)."""
     # An answer metric is its own condition: a pipeline's retrieval drop does not hide its answers' drop.
     per_pipeline = rule in INCIDENT_PER_PIPELINE and metric not in ANSWER_WATCHED
+    if rule in SEGMENT_RULES:  # metric is "hit@5 tag:paraphrase": one condition per pipeline and segment
+        return rule, pipeline, metric.partition(" ")[2]
     return (rule, pipeline) if per_pipeline else (rule, pipeline, metric)
 
 

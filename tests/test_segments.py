@@ -244,3 +244,20 @@ def test_a_large_family_can_still_fire_the_draws_resolve_holms_first_step():
     found = segments.segment_alerts("d", today, per_question(values), members, config, KS)
     assert {a.metric.split(" ")[1] for a in found} == {"tag:paraphrase"}
 
+
+
+def test_a_segments_series_on_one_pipeline_are_one_condition_paged_once():
+    """hit@5 and recall@5 of a segment move together: one condition per rule, pipeline and segment (as the overall
+    rules make a pipeline's series one), so the second series firing days later does not page again."""
+    from pipeline.alerts import Alert, alerts_frame, condition_of, mark_ongoing
+
+    first = Alert("2026-03-20", SEGMENT_SLOW_DRIFT, "dense", "ndcg@5 tag:paraphrase", 0.6, 0.7, -14.0, 10.0,
+                  contract.ALERT, "m")
+    later = dataclasses.replace(first, run_date="2026-03-22", metric="hit@5 tag:paraphrase")
+    assert first.condition == later.condition == (SEGMENT_SLOW_DRIFT, "dense", "tag:paraphrase")
+    assert condition_of(SEGMENT_SLOW_DRIFT, "dense", "hit@5 tag:easy") != first.condition
+    runs = frame(contract.RUNS, run_rows(22))
+    previous = alerts_frame([dataclasses.replace(first, since=first.run_date)]).astype(
+        {contract.RUN_DATE: "datetime64[ns]"})
+    [marked] = mark_ongoing([later], pd.Timestamp(later.run_date), runs, previous)
+    assert marked.since == "2026-03-20" and not marked.new

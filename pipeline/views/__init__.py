@@ -163,8 +163,9 @@ class OpenCondition:
 
     @property
     def condition(self) -> tuple[str, ...]:
-        """`alerts.condition_of` of its rows: (rule, pipeline) over several series, else with the metric."""
-        return (self.rule, self.pipeline) if self.per_series else (self.rule, self.pipeline, self.worst)
+        """`alerts.condition_of` of its rows: (rule, pipeline) over several series, else with the metric (the segment,
+        for a segment rule)."""
+        return condition_of(self.rule, self.pipeline, self.worst)
 
     @property
     def where(self) -> str:
