@@ -21,3 +21,19 @@ def test_the_bench_replays_a_null_stream_and_prints_its_table(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "tag:paraphrase (9)" in out and "| 0.8 | 0 | 60 |" in out and "per 90 days" in out
     assert bench.main(["--gold", str(tmp_path / "missing.jsonl")]) == 2
+
+
+def test_a_real_directorys_series_replays_in_its_order_and_reordered(tmp_path, capsys):
+    from bench._streams import StreamSpec, simulate_rows
+    from pipeline import contract, segments, store
+    from pipeline.config import Config
+
+    _, questions = simulate_rows(StreamSpec(20, 0.8, days=24), Config(data_dir=tmp_path, gold=tmp_path))
+    store.write_table(tmp_path, contract.PER_QUESTION, questions)
+    last = max(r["run_date"] for r in questions)
+    store.write_table(tmp_path, contract.SEGMENT_QUESTIONS, segments.member_rows(
+        str(last), {"tag:a": tuple(f"q{i:03d}" for i in range(9)), "tag:b": tuple(f"q{i:03d}" for i in range(9, 20))}))
+    rows = bench.real_replays(tmp_path, 3, AlertsConfig())
+    assert [(r["order"], r["days"]) for r in rows] == [("real", 24), ("shuffled 1", 24), ("shuffled 2", 24)]
+    assert bench.main(["--store", str(tmp_path), "--orders", "2"]) == 0
+    assert "| real | 24 |" in capsys.readouterr().out
