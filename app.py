@@ -26,6 +26,7 @@ PAGES = [
     st.Page("pages/simulate.py", title="Simulate", icon=":material/science:"),
     st.Page("pages/weekly.py", title="Weekly review", icon=":material/calendar_month:"),
     st.Page("pages/alerts.py", title="Alerts", icon=":material/notifications:"),
+    st.Page("pages/segments.py", title="Segments", icon=":material/category:"),
 ]
 
 # The page list is drawn by the app itself (page links), not by Streamlit: with `client.showSidebarNavigation`

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 
@@ -24,6 +24,7 @@ from pipeline.contract import (ALERT, CONFIG_CHANGE, CORPUS_METRIC, CORPUS_WIDE,
                                FEEDS_FAILED, FLOOR, GOLD_MISSING, QUERY_PREFIX, SEVERITIES, SLOW_DRIFT, STABLE,
                                TARGETS_FAILED, WARNING)
 from pipeline.contract import SOURCE_SILENT, SOURCE_SPIKE
+from pipeline.contract import SEGMENT_DROP, SEGMENT_RULES, SEGMENT_SLOW_DRIFT
 from pipeline.drift import threshold_phrase, value_line
 from pipeline.source_health import silent_sources, volume_spikes
 from pipeline.metrics import ANSWER_WATCHED, REGISTRY, parse_series
@@ -141,16 +142,38 @@ RUNBOOK: dict[str, RunbookEntry] = {e.rule: e for e in (
 )}
 
 
+RUNBOOK.update({e.rule: e for e in (
+    RunbookEntry(SEGMENT_DROP, "the questions of one segment (a gold tag, or the source or category of their gold "
+                               "documents) fell against the runs just before, while the rest may not have: the drop "
+                               "rule over the segment, Holm-corrected over every segment and series",
+                 "open the Segments page on the segment and drill down to its questions",
+                 ("Segments page: the segment's row of the heatmap, and its questions' outcomes on the runs around "
+                  "the drop.",
+                  "The message names the rest for contrast: a segment that fell alone points at what it shares (its "
+                  "wording for paraphrase questions, a source, a category), not at the corpus as a whole.",
+                  "Questions page: which documents replaced the segment's gold documents in the top k.")),
+    RunbookEntry(SEGMENT_SLOW_DRIFT, "the smoothed series of one segment's questions moved away from its reference "
+                                     "period, a decline the overall mean can hide",
+                 "open the Segments page on the segment and compare its questions then and now",
+                 ("Segments page: when the segment's row began to fade, and which of its questions lost their hits.",
+                  "Drift page: what entered the corpus since the reference, in the segment's topic or source.",
+                  "A change you accept: pin a new reference (`alerts.reference_start`) and acknowledge the "
+                  "condition.")),
+)})
+
+
 def runbook(rule: str) -> RunbookEntry:
     """The runbook entry of a rule (KeyError for a rule the contract does not name)."""
     return RUNBOOK[rule]
 
 
 def condition_of(rule: str, pipeline: str, metric: str) -> tuple[str, ...]:
-    """`Alert.condition` of an alerts.csv row: (rule, pipeline) for a pipeline's drop or slow drift, else
-    (rule, pipeline, metric)."""
+    """`Alert.condition` of an alerts.csv row: (rule, pipeline) for a pipeline's drop or slow drift, (rule, pipeline,
+    segment) for a segment rule (whichever of its series), else (rule, pipeline, metric)."""
     # An answer metric is its own condition: a pipeline's retrieval drop does not hide its answers' drop.
     per_pipeline = rule in INCIDENT_PER_PIPELINE and metric not in ANSWER_WATCHED
+    if rule in SEGMENT_RULES:  # metric is "hit@5 tag:paraphrase": one condition per pipeline and segment
+        return rule, pipeline, metric.partition(" ")[2]
     return (rule, pipeline) if per_pipeline else (rule, pipeline, metric)
 
 
@@ -299,9 +322,16 @@ def _retrieval_tests(per_question: pd.DataFrame, pipelines: Sequence[str], today
 
 def _tests(per_question: pd.DataFrame, keys: Sequence[series.SeriesKey], today: pd.Timestamp,
            config: AlertsConfig) -> list[_Tested]:
+    return tests_of(series.question_matrices(per_question, keys), today, config)
+
+
+def tests_of(matrices: Mapping[series.SeriesKey, series.Matrix], today: pd.Timestamp,
+             config: AlertsConfig) -> list[_Tested]:
+    """The drop and slow-drift tests of every series' matrix, Holm-adjusted per rule over the series given (the
+    family), the drop's confirmation block in a family of its own."""
     start = series.reference_start(config)
     drops, slows = [], []
-    for key, matrix in series.question_matrices(per_question, keys).items():
+    for key, matrix in matrices.items():
         if matrix.empty or today not in matrix.days:
             continue
         today_test, confirm = _drop_candidates(matrix, key, today, config)
@@ -666,11 +696,13 @@ def evaluate_alerts(run_date: date, metrics: pd.DataFrame, per_question: pd.Data
                     runs: pd.DataFrame, config: AlertsConfig, ks: tuple[int, ...],
                     previous: pd.DataFrame, drift_config: DriftConfig | None = None,
                     targets: pd.DataFrame | None = None, per_answer: pd.DataFrame | None = None,
-                    trusted: dict[str, bool] | None = None, sources: pd.DataFrame | None = None) -> list[Alert]:
+                    trusted: dict[str, bool] | None = None, sources: pd.DataFrame | None = None,
+                    more: Sequence[Alert] = ()) -> list[Alert]:
     """Every alert of one run date, from the full histories (including that date's rows).
 
     `previous` is alerts.csv's history; rows of `run_date` itself in it are ignored, so re-running
-    a date gives the same alerts. Nothing is read or written here."""
+    a date gives the same alerts. `more`: alerts of the date found elsewhere (the segment rules,
+    pipeline/segments.py), marked ongoing with the rest. Nothing is read or written here."""
     today = pd.Timestamp(run_date)
     day = _iso(run_date)
     pipelines = list(dict.fromkeys(metrics.loc[_days(metrics) == today, contract.PIPELINE]))
@@ -686,5 +718,6 @@ def evaluate_alerts(run_date: date, metrics: pd.DataFrame, per_question: pd.Data
         *_target_alerts(day, today, targets),
         *answer_alerts(day, today, per_answer, config, trusted),
         *_source_alerts(day, today, sources, config),
+        *more,
     ]
     return mark_ongoing(alerts, today, runs, previous)

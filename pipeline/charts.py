@@ -267,21 +267,29 @@ def corpus_size_figure(runs: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def heatmap_figure(matrix: pd.DataFrame, metric_label: str, pipeline: str) -> go.Figure:
-    """Questions (rows, in the matrix's order: largest regression on top) x run dates, coloured by value."""
+def heatmap_figure(matrix: pd.DataFrame, metric_label: str, pipeline: str, *, rows: str = "question",
+                   title: str | None = None) -> go.Figure:
+    """Questions (or other `rows`, in the matrix's order: largest regression on top) x run dates, coloured by
+    value."""
     dates = [pd.Timestamp(c) for c in matrix.columns]
     fig = go.Figure(go.Heatmap(
         z=matrix.to_numpy(dtype=float), x=dates, y=[hover_text(q) for q in matrix.index], colorscale="Viridis",
         zmin=0, zmax=1, colorbar={"title": {"text": hover_text(metric_label)}}, xgap=1, ygap=1,
-        hovertemplate=f"question %{{y}}<br>{DATE_HOVER}<br>{hover_text(metric_label)}: %{{z:{VALUE_FORMAT}}}"
+        hovertemplate=f"{rows} %{{y}}<br>{DATE_HOVER}<br>{hover_text(metric_label)}: %{{z:{VALUE_FORMAT}}}"
                       "<extra></extra>"))
-    _layout(fig, f"{metric_label} per question, {pipeline} (largest regression first)", DATE_AXIS, "question",
+    _layout(fig, title or f"{metric_label} per question, {pipeline} (largest regression first)", DATE_AXIS, rows,
             height=max(360, min(1600, 16 * len(matrix) + 140)))
     date_axis(fig, dates)
     fig.update_yaxes(autorange="reversed", type="category")
     if matrix.empty:
-        _empty(fig, "no questions for this pipeline and k")
+        _empty(fig, f"no {rows}s for this pipeline and k")
     return fig
+
+
+def segment_heatmap_figure(matrix: pd.DataFrame, metric_label: str, pipeline: str) -> go.Figure:
+    """Segments (rows, named with their n) x run dates of a metric's segment means."""
+    return heatmap_figure(matrix, metric_label, pipeline, rows="segment",
+                          title=f"{metric_label} per segment, {pipeline}")
 
 
 def rank_figure(history: pd.DataFrame, question_id: str) -> go.Figure:

@@ -264,6 +264,10 @@ class AlertsConfig:
     spike_min_history: int = 7
     spike_factor: float = 3.0
     spike_alpha: float = 0.001
+    # A segment (pipeline/segments.py) with fewer questions than this on a run is not tested by the segment rules.
+    segment_min_n: int = 8
+    # Family-wise error per segment rule and run, Holm over every tested segment, pipeline and watched series.
+    segment_alpha: float = 0.002
 
     def watched(self, ks: tuple[int, ...]) -> tuple[str, ...]:
         if self.metrics:
@@ -605,6 +609,10 @@ def _check(cfg: Config, src: str) -> None:
         raise bad("alerts.confirm_days", "confirm_days must be >= 1 and reference_runs >= 2")
     if not 0 < a.ewma_smoothing <= 1:
         raise bad("alerts.ewma_smoothing", "must be within (0, 1]")
+    if a.segment_min_n < 2:
+        raise bad("alerts.segment_min_n", "must be >= 2 questions")
+    if not 0 < a.segment_alpha < 1:
+        raise bad("alerts.segment_alpha", "must be within (0, 1), e.g. 0.002")
     if a.reference_start is not None:
         try:
             date.fromisoformat(a.reference_start)

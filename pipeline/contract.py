@@ -161,8 +161,12 @@ FEEDS_FAILED = "feeds_failed"
 TARGETS_FAILED = "targets_failed"
 SOURCE_SILENT = "source_silent"  # a source without a new item for longer than its usual gap (pipeline/source_health.py)
 SOURCE_SPIKE = "source_spike"  # a source's new items far above its history
+# The drop and slow-drift rules over a segment's questions (pipeline/segments.py; Holm over segments and series).
+SEGMENT_DROP = "segment_drop"
+SEGMENT_SLOW_DRIFT = "segment_slow_drift"
+SEGMENT_RULES = (SEGMENT_DROP, SEGMENT_SLOW_DRIFT)
 RULES = (DROP, SLOW_DRIFT, FLOOR, DRIFT_RULE, DELETED, CONFIG_CHANGE, GOLD_MISSING, FEEDS_FAILED, TARGETS_FAILED,
-         SOURCE_SILENT, SOURCE_SPIKE)
+         SOURCE_SILENT, SOURCE_SPIKE, *SEGMENT_RULES)
 
 # Severities (`severity`), least severe first.
 WARNING = "warning"
@@ -171,3 +175,16 @@ SEVERITIES = (WARNING, ALERT)
 
 CORPUS_WIDE = ""  # the `pipeline` of alerts that concern the corpus or the run, not one pipeline
 CORPUS_METRIC = "corpus"  # the `metric` of the drift alert (its statistics are named in the message)
+
+# --- segments (pipeline/segments.py): a gold tag, or the source or category of a question's gold documents ------
+
+SEGMENTS = "segments.csv"  # each segment's metric means per run, pipeline and k, with its n
+SEGMENT_QUESTIONS = "segment_questions.csv"  # which questions each segment held on the run
+SEGMENTS_COLUMNS = ("run_date", "pipeline", "k", "segment", "metric", "value", "n_questions")
+SEGMENT_QUESTIONS_COLUMNS = ("run_date", "segment", "question_id")
+SCHEMAS.update({SEGMENTS: SEGMENTS_COLUMNS, SEGMENT_QUESTIONS: SEGMENT_QUESTIONS_COLUMNS})
+SEGMENT = "segment"
+TEXT_COLUMNS = TEXT_COLUMNS | {SEGMENT}
+# A segment's name is its kind and its value: "tag:paraphrase", "source:peps", "category:Standards Track".
+SEGMENT_TAG, SEGMENT_SOURCE, SEGMENT_CATEGORY = "tag", "source", "category"
+SEGMENT_KINDS = (SEGMENT_TAG, SEGMENT_SOURCE, SEGMENT_CATEGORY)

@@ -503,6 +503,20 @@ class Corpus:
             "ON v.doc_id = d.doc_id AND v.valid_from = "
             "(SELECT MAX(valid_from) FROM versions WHERE doc_id = d.doc_id) ORDER BY d.doc_id").fetchall()
 
+    def labels(self, doc_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """Doc id -> (source, first category or "") of its latest version, for the ids the corpus ever held."""
+        out: dict[str, tuple[str, str]] = {}
+        unique = list(dict.fromkeys(doc_ids))
+        for i in range(0, len(unique), 900):
+            batch = unique[i : i + 900]
+            marks = ",".join("?" * len(batch))
+            for doc_id, source, category in self.db.execute(
+                    f"SELECT v.doc_id, v.source, COALESCE(json_extract(v.categories, '$[0]'), '') FROM versions v "
+                    f"WHERE v.doc_id IN ({marks}) AND v.valid_from = "
+                    f"(SELECT MAX(valid_from) FROM versions WHERE doc_id = v.doc_id)", batch):
+                out[doc_id] = (source or "", category or "")
+        return out
+
     # -- embedding cache -------------------------------------------------------------------
 
     def cached_embeddings(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import scipy
 
-from pipeline import answers, contract, drift, indexes, memo, runmemo, signals, store
+from pipeline import answers, contract, drift, indexes, memo, runmemo, segments, signals, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
 from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document, chunk_id, chunk_settings
@@ -298,10 +298,11 @@ class DocumentTexts(Mapping):
         return len(self.corpus.snapshot_keys(self.run_date))
 
 
-def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question: pd.DataFrame | None = None
-                        ) -> tuple[list[Alert], list[Alert]]:
+def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question: pd.DataFrame | None = None,
+                        members: Mapping[str, Sequence[str]] | None = None) -> tuple[list[Alert], list[Alert]]:
     """The alert rules over the stored series, with this run's runs.csv row (not yet written) included.
-    `per_question`: per_question.csv as stored, when the caller has it (see `store.with_rows`).
+    `per_question`: per_question.csv as stored, when the caller has it (see `store.with_rows`); `members`: the
+    run's segments (`segments.membership`), else those of segment_questions.csv's latest run up to the date.
 
     Returns every alert of the run and those to notify: the new ones, less any that an earlier
     execution of the same date already recorded (a re-run does not page anyone twice)."""
@@ -312,11 +313,15 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question:
     today = pd.DataFrame([run]).astype({"run_date": "datetime64[ns]"})
     runs = pd.concat([runs[runs["run_date"] != pd.Timestamp(run_date)], today], ignore_index=True)
     stored = store.read(data_dir, contract.ALERTS)
+    if members is None:
+        members = segments.members_on(store.read(data_dir, contract.SEGMENT_QUESTIONS), pd.Timestamp(run_date))
+    by_segment = segments.segment_alerts(run_date.isoformat(), pd.Timestamp(run_date), per_question, members,
+                                         config.alerts, config.retrieval.k)
     alerts = evaluate_alerts(run_date, store.read_metrics(data_dir), per_question,
                              store.read(data_dir, contract.DRIFT), runs, config.alerts, config.retrieval.k,
                              stored[stored["run_date"] < pd.Timestamp(run_date)], config.drift,
                              store.read(data_dir, contract.TARGETS), *answers.alert_inputs(config),
-                             sources=store.read(data_dir, contract.SOURCES))
+                             sources=store.read(data_dir, contract.SOURCES), more=by_segment)
     same_day = stored[stored["run_date"] == pd.Timestamp(run_date)]
     seen = set(zip(same_day["rule"], same_day["pipeline"].fillna(""), same_day["metric"].fillna("")))
     return alerts, [a for a in alerts if a.new and a.key not in seen]
@@ -517,6 +522,10 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         store.replace_date(data_dir, contract.METRICS, run_date, metric_rows)
         store.replace_date(data_dir, contract.DRIFT, run_date, drift_rows_)
         store.replace_date(data_dir, contract.SIGNALS, run_date, signal_rows)
+        members = segments.membership(gold, corpus.labels([d for q in gold for d in q.relevant_ids]))
+        store.replace_date(data_dir, contract.SEGMENTS, run_date, segments.series_rows(question_rows, members))
+        store.replace_date(data_dir, contract.SEGMENT_QUESTIONS, run_date,
+                           segments.member_rows(run_date.isoformat(), members))
         ks.save()
         if config.targets:
             store.replace_date(data_dir, contract.TARGETS, run_date, target_rows)
@@ -527,7 +536,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                                source_rows(corpus.new_by_source(run_date), [s.name for s in config.sources], run_date))
         alerts, to_notify = evaluate_run_alerts(config, run_date, run,
                                                 store.with_rows(stored_questions, contract.PER_QUESTION, run_date,
-                                                                question_rows))
+                                                                question_rows), members)
         notifying = notify and config.alerts.webhook_url is not None
         if notifying:  # before alerts.csv: a run killed from here on still leaves them to deliver
             enqueue(data_dir, to_notify)

@@ -134,6 +134,8 @@ NOTES: dict[str, dict[str, str]] = {
         "spike_min_history": "the runs of history a source needs before a spike can fire",
         "spike_factor": "a spike is also above this many times the source's median new items",
         "spike_alpha": "family-wise error of the spike test per run (Holm over the sources)",
+        "segment_min_n": "segments (gold tags, gold documents' sources and categories) under this n are not tested",
+        "segment_alpha": "family-wise error per segment rule and run (Holm over segments, pipelines and series)",
     },
     "export": {  # each an [export.NAME] table, shown inline; present: the exporter is on (docs/exports.md)
         "mlflow": "MLflow runs (pip install 'driftwatch[mlflow]'); tracking_uri: a folder or a server URL",

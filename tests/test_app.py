@@ -556,7 +556,7 @@ def test_the_empty_state_builds_the_demo_into_a_directory_of_its_own_then_shows_
 KEY_ELEMENTS = {"pages/overview.py": "overview_chart", "pages/trends.py": "trends_k",
                 "pages/questions.py": "questions_chart", "pages/drift.py": "drift_composition_chart",
                 "pages/simulate.py": "sim_chart", "pages/weekly.py": "weekly_summary", "pages/alerts.py": "alerts_chart",
-                "pages/answers.py": "answers_retrieval_chart"}
+                "pages/answers.py": "answers_retrieval_chart", "pages/segments.py": "segments_chart"}
 YEAR_QUESTIONS = 20  # bench.dashboard's year of history with 20 questions rather than 200: the same shape, faster
 
 
@@ -615,3 +615,17 @@ def test_every_page_renders_a_year_long_history(year, open_app, page):
     shows_its_page(at, page, year)
     if page == "pages/overview.py":  # the whole year is drawn, not a default window of it
         assert len(figure(at, "overview_chart")["data"][0]["y"]) == DAYS
+
+
+def test_the_overview_banner_and_the_segments_page_show_a_segment_alert_in_its_words(history, open_app, tmp_path):
+    head = "paraphrase questions (12): hit@5 0.70 → 0.30 since 2026-10-24; the other 28 flat"
+    flagged = with_alerts(history, tmp_path / "segment", [{
+        "rule": contract.SEGMENT_SLOW_DRIFT, "pipeline": "hybrid", "metric": "hit@5 tag:paraphrase", "value": 0.3,
+        "baseline": 0.7, "change_pct": -57.1, "threshold": 10.0, "severity": "alert", "since": "2026-10-26",
+        "message": f"{head} (hybrid, slow drift against the reference 2026-10-24 to 2026-10-25; threshold 10%)"}])
+    at = open_app(flagged)  # the Overview
+    assert any(f"- {contract.SEGMENT_SLOW_DRIFT} on hybrid since 2026-10-26: {head} · next: " in line
+               for line in banner(at)["error"].splitlines())
+    at = visit(at, "pages/segments.py")
+    assert f"{contract.SEGMENT_SLOW_DRIFT} on hybrid: {head}" in [literal(w.value) for w in at.warning]
+    assert at.get_by_key("segments_chart") and at.selectbox(key="segments_segment").options

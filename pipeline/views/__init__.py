@@ -27,6 +27,8 @@ from pipeline.persistence import PERSISTENCE_METRICS, Persistence
 from pipeline.metrics import (DEFAULT_METRIC, HEADLINE, REGISTRY, RETRIEVAL_METRICS, default_k,  # noqa: F401
                               metric_info, series_name)
 from pipeline import store
+from pipeline.contract import SEGMENT_RULES
+from pipeline.segments import headline
 
 SEVERITY_RANK = {severity: rank for rank, severity in enumerate(SEVERITIES, start=1)}  # 0: no alert
 SEVERITY_OF_RANK = {rank: severity for severity, rank in SEVERITY_RANK.items()}
@@ -169,8 +171,9 @@ class OpenCondition:
 
     @property
     def condition(self) -> tuple[str, ...]:
-        """`alerts.condition_of` of its rows: (rule, pipeline) over several series, else with the metric."""
-        return (self.rule, self.pipeline) if self.per_series else (self.rule, self.pipeline, self.worst)
+        """`alerts.condition_of` of its rows: (rule, pipeline) over several series, else with the metric (the segment,
+        for a segment rule)."""
+        return condition_of(self.rule, self.pipeline, self.worst)
 
     @property
     def where(self) -> str:
@@ -194,6 +197,8 @@ class OpenCondition:
         """The condition in one line: rule, pipeline, since when, and the series that moved most with its
         change, e.g. "slow_drift on bm25 since 2026-11-13: nDCG@5 -15.0%, the worst of 3 series"."""
         text = f"{self.rule} on {self.where} since {self.since:%Y-%m-%d}"
+        if self.rule in SEGMENT_RULES:  # the message's own words: the segment, its n, the change and the rest
+            return f"{text}: " + "; ".join(dict.fromkeys(headline(m, self.pipeline) for _, m in self.messages))
         shown = [self.worst_label if self.worst not in (self.rule, CORPUS_METRIC, "") else "",
                  "" if math.isnan(self.change_pct) else f"{self.change_pct:+.1f}%"]
         if any(shown):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
+from urllib.parse import quote
 
 import pandas as pd
 
@@ -128,7 +129,10 @@ def episodes(incidents_frame: pd.DataFrame, runs: pd.DataFrame) -> list[Episode]
 def chart_link(pipeline: str, metric: str, start: pd.Timestamp) -> str:
     """The page that charts an incident's series: Trends for a retrieval series (metric@k, its pipeline), Drift
     on the incident's first run for a corpus-wide one (a relative URL of the app)."""
-    name, _, k = str(metric).partition("@")
+    series_name, _, segment = str(metric).partition(" ")  # a segment rule's metric: "hit@5 tag:paraphrase"
+    name, _, k = series_name.partition("@")
+    if pipeline and k.isdigit() and segment:
+        return f"segments?segment={quote(segment)}&metric={name}&k={k}&pipeline={pipeline}"
     if pipeline and k.isdigit():
         return f"trends?metric={name}&k={k}&pipeline={pipeline}"
     return f"drift?run={start:%Y-%m-%d}"
