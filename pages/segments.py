@@ -20,15 +20,15 @@ if series.empty:
 
 pipelines = views.values_of(metrics, contract.PIPELINE)
 ks = sorted(int(k) for k in metrics[contract.K].unique())
-names = [m for m in views.METRIC_LABELS if m in set(metrics[contract.METRIC])]
+names = [m for m in views.RETRIEVAL_METRICS if m in set(metrics[contract.METRIC])]
 asked = st.query_params  # a segment alert's chart link names its segment, metric, k and pipeline
 asked_k = int(asked["k"]) if str(asked.get("k", "")).isdigit() and int(asked["k"]) in ks else views.default_k(ks)
-asked_metric = asked.get("metric") if asked.get("metric") in names else "hit"
 c1, c2, c3 = st.columns(3)
 pipeline = c1.selectbox("Pipeline", pipelines, key="segments_pipeline",
                         index=pipelines.index(asked["pipeline"]) if asked.get("pipeline") in pipelines else 0)
 k = c2.selectbox("Cutoff k", ks, index=ks.index(asked_k), key="segments_k")
-metric = c3.selectbox("Metric", names, index=names.index(asked_metric) if asked_metric in names else 0,
+first = names.index(asked["metric"]) if asked.get("metric") in names else views.first_metric(names)
+metric = c3.selectbox("Metric", names, index=first,
                       format_func=views.metric_label, key="segments_metric")
 label = views.metric_label(metric, k)
 

@@ -73,11 +73,14 @@ def class_tfidf(counts: np.ndarray) -> np.ndarray:
 
 def top_terms(reference: Sequence[str], current: Sequence[str], n: int, min_documents: int) -> list[Term]:
     """The `n` terms most overrepresented in the current documents against the reference's: the reference and the
-    current documents are two classes of c-TF-IDF (`class_tfidf`), and the terms are ranked by the current class's
-    weight less the reference's. The document is the unit: a term is named only when at least `min_documents` current
+    current documents are two classes of c-TF-IDF (`class_tfidf`), each document weighing the same in its class, and
+    the terms are ranked by the current class's weight less the reference's, times the current documents' share holding
+    the term less the reference's. The document is the unit: a term is named only when at least `min_documents` current
     documents contain it and a larger share of the current documents than of the reference's, so one long document
     cannot name the shift alone."""
-    from sklearn.feature_extraction.text import CountVectorizer  # only here: a run without drift never needs it
+    # Only here: a run without drift never needs them.
+    from sklearn.feature_extraction.text import CountVectorizer
+    from sklearn.preprocessing import normalize
 
     if not len(reference) or not len(current):
         return []
@@ -87,11 +90,17 @@ def top_terms(reference: Sequence[str], current: Sequence[str], n: int, min_docu
     except ValueError:  # no term in any document (an empty vocabulary)
         return []
     ref, cur = matrix[:len(reference)], matrix[len(reference):]
-    weights = class_tfidf(np.vstack([np.asarray(ref.sum(axis=0)).ravel(), np.asarray(cur.sum(axis=0)).ravel()]))
+    # Each document weighs the same in its class (its counts l1-normalised before the class sums them): joined as
+    # they are, a few long documents (a day's PEPs) would outweigh twenty short ones (a pack) in the class's tf.
+    shares = normalize(matrix.astype(np.float64), norm="l1")
+    weights = class_tfidf(np.vstack([np.asarray(shares[:len(reference)].sum(axis=0)).ravel(),
+                                     np.asarray(shares[len(reference):].sum(axis=0)).ravel()]))
     ref_documents = np.asarray((ref > 0).sum(axis=0)).ravel()
     cur_documents = np.asarray((cur > 0).sum(axis=0)).ravel()
     ref_share, cur_share = ref_documents / len(reference), cur_documents / len(current)
-    gain = weights[1] - weights[0]
+    # Ranked by the c-TF-IDF gain times the gain in the share of documents holding the term: a term many more new
+    # documents hold ranks before one a few new documents repeat (a day's usual content beside an injected pack).
+    gain = (weights[1] - weights[0]) * (cur_share - ref_share)
     eligible = np.flatnonzero((cur_documents >= min_documents) & (cur_share > ref_share) & (gain > 0))
     terms = vectorizer.get_feature_names_out()
     ranked = sorted(eligible, key=lambda i: (-gain[i], terms[i]))[:n]

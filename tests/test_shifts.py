@@ -64,6 +64,19 @@ def test_one_long_document_cannot_name_the_shift_alone():
     assert [t.term for t in shifts.top_terms(reference, current, n=5, min_documents=1)][:1] == ["zebra"]
 
 
+def test_many_short_documents_outweigh_a_few_long_ones():
+    """Each document weighs the same in its class: three long documents about the old topic's words (say a day's
+    PEPs) and six short ones about a new topic; joined as they are, the long ones' words fill the class's tf and
+    rank first, while the new topic is in twice as many documents."""
+    reference = ["parser grammar token syntax"] * 3 + ["budget vote parliament"] * 3
+    long_doc = " ".join(["function scope closure"] * 200)
+    current = [long_doc] * 3 + ["water the plants, soil dry"] * 6
+    # Per document: function, scope, closure each 1/3 of 3 documents (class sum 1 each); water, plants, soil, dry
+    # each 1/4 of 6 documents (class sum 1.5 each): the pack's words rank first.
+    assert {t.term for t in shifts.top_terms(reference, current, n=4, min_documents=3)} == {
+        "water", "plants", "soil", "dry"}
+
+
 # --- languages ------------------------------------------------------------------------------------------------
 
 
