@@ -66,8 +66,12 @@ class SilentSource:
     def message(self) -> str:
         return (f"source {self.source} silent since {self.last_new} (usually {cadence_words(self.usual_gap_days)}): "
                 f"no new item for {self.gap_days} days, more than {self.line_days:g} (the larger of the minimum and "
-                f"the factor times its median gap of {self.usual_gap_days:g} days, over {self.active_days} days "
+                f"the factor times its median gap of {_days(self.usual_gap_days)}, over {self.active_days} days "
                 "with new items)")
+
+
+def _days(n: float) -> str:
+    return f"{n:g} day" if n == 1 else f"{n:g} days"
 
 
 def silence_line(usual_gap_days: float, config: AlertsConfig) -> float:

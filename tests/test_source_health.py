@@ -191,6 +191,10 @@ def test_the_wording_of_the_silence_says_the_usual_cadence():
     assert silent.message == (
         f"source s silent since {history[-1]:%Y-%m-%d} (usually every 3 days): no new item for 10 days, more than 9 "
         "(the larger of the minimum and the factor times its median gap of 3 days, over 10 days with new items)")
+    daily = [date(2026, 1, 1) + timedelta(days=i) for i in range(10)]
+    [silent] = silent_sources(_rows_over(daily, daily[-1] + timedelta(days=4)), config)
+    assert silent.message.endswith("(usually daily): no new item for 4 days, more than 3 (the larger of the minimum "
+                                   "and the factor times its median gap of 1 day, over 10 days with new items)")
 
 
 def test_no_silence_before_the_usual_gap_is_learned():
