@@ -94,6 +94,9 @@ class SegmentKey(series.SeriesKey):
     segment: str = ""
 
 
+FLAT = "flat"  # the rest of the questions did not move
+
+
 @dataclass(frozen=True)
 class Rest:
     """The questions outside a segment over the same runs: their contrast (None: none has every run)."""
@@ -108,7 +111,7 @@ class Rest:
             return "without values"
         p = float(2 * special.ndtr(-abs(t.z))) if math.isfinite(t.z) else (0.0 if t.difference else 1.0)
         if abs(t.change) <= threshold or p >= alpha:
-            return "flat"
+            return FLAT
         return f"{t.baseline:.2f} → {t.value:.2f}"
 
 
@@ -163,8 +166,11 @@ def family_config(config: AlertsConfig, n_tests: int) -> AlertsConfig:
 def segment_alerts(day: str, today: pd.Timestamp, per_question: pd.DataFrame,
                    members: Mapping[str, Sequence[str]], config: AlertsConfig, ks: Sequence[int]) -> list[Alert]:
     """The drop and slow-drift rules over each segment's questions (`segment_matrices`), with the overall rules'
-    tests, thresholds and severities; Holm over every segment and series of a rule (their own family)."""
+    tests, thresholds and severities; Holm over every segment and series of a rule (their own family). A segment
+    alerts only when the rest of the questions stayed flat over the same runs: a change hidden in the mean, not a
+    change of every kind of question (the overall rules' concern, which would otherwise page once per segment)."""
     matrices = segment_matrices(per_question, members, config, ks, today)
+    rest_alpha = config.alpha  # the overall rules' alpha: the rest moved if it would fire there (without Holm)
     config = family_config(config, len(matrices))
     tested = alerts.tests_of(matrices, today, config)
     n_tests = {rule: sum(t.rule == rule for t in tested) for rule in RULE_OF}
@@ -179,6 +185,8 @@ def segment_alerts(day: str, today: pd.Timestamp, per_question: pd.DataFrame,
         shown = t.confirm if t.rule == contract.DROP and confirmed else t.test
         ids = set(members[key.segment])
         rest = _rest(groups[(key.pipeline, key.k)], ids, key, shown)
+        if rest.describe(threshold, rest_alpha) != FLAT:
+            continue  # not confined to the segment: the whole set moved, which the overall rules watch
         out.append(Alert(day, RULE_OF[t.rule], key.pipeline, f"{key.name} {key.segment}", t.test.value,
                          shown.baseline, t.test.change * 100, threshold * 100, ALERT if confirmed else WARNING,
                          message(key, t.rule, shown, rest, threshold, t.p_value, n_tests[t.rule], config),
