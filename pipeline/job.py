@@ -315,8 +315,8 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question:
     stored = store.read(data_dir, contract.ALERTS)
     if members is None:
         members = segments.members_on(store.read(data_dir, contract.SEGMENT_QUESTIONS), pd.Timestamp(run_date))
-    by_segment = segments.segment_alerts(run_date.isoformat(), pd.Timestamp(run_date), per_question, members,
-                                         config.alerts, config.retrieval.k)
+    by_segment = (segments.segment_alerts(run_date.isoformat(), pd.Timestamp(run_date), per_question, members,
+                                          config.alerts, config.retrieval.k) if config.alerts.segment_alerts else [])
     alerts = evaluate_alerts(run_date, store.read_metrics(data_dir), per_question,
                              store.read(data_dir, contract.DRIFT), runs, config.alerts, config.retrieval.k,
                              stored[stored["run_date"] < pd.Timestamp(run_date)], config.drift,

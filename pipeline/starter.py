@@ -136,6 +136,7 @@ NOTES: dict[str, dict[str, str]] = {
         "spike_alpha": "family-wise error of the spike test per run (Holm over the sources)",
         "segment_min_n": "segments (gold tags, gold documents' sources and categories) under this n are not tested",
         "segment_alpha": "family-wise error per segment rule and run (Holm over segments, pipelines and series)",
+        "segment_alerts": "run the segment rules (segment_drop, segment_slow_drift); the series are always written",
     },
     "export": {  # each an [export.NAME] table, shown inline; present: the exporter is on (docs/exports.md)
         "mlflow": "MLflow runs (pip install 'driftwatch[mlflow]'); tracking_uri: a folder or a server URL",
