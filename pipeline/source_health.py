@@ -64,14 +64,13 @@ class SilentSource:
 
     @property
     def message(self) -> str:
-        return (f"source {self.source} silent since {self.last_new} (usually {cadence_words(self.usual_gap_days)}): "
+        from pipeline.alerts import plural  # the one wording of a count (alerts imports this module)
+
+        gap = self.usual_gap_days
+        return (f"source {self.source} silent since {self.last_new} (usually {cadence_words(gap)}): "
                 f"no new item for {self.gap_days} days, more than {self.line_days:g} (the larger of the minimum and "
-                f"the factor times its median gap of {_days(self.usual_gap_days)}, over {self.active_days} days "
-                "with new items)")
-
-
-def _days(n: float) -> str:
-    return f"{n:g} day" if n == 1 else f"{n:g} days"
+                f"the factor times its median gap of {plural(int(gap) if gap.is_integer() else gap, 'day')}, over "
+                f"{self.active_days} days with new items)")
 
 
 def silence_line(usual_gap_days: float, config: AlertsConfig) -> float:
