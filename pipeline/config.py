@@ -51,7 +51,7 @@ DEVICES = ("cpu", "cuda", "cuda:N", "mps")  # as messages list them
 _HTTP_SCHEMES = ("http://", "https://")
 
 # Retrievers a run watches ([[targets]]); `targets.py` implements each kind.
-TARGET_KINDS = ("builtin", "http", "python", "runs")
+TARGET_KINDS = ("builtin", "http", "python", "runs", "chroma", "pgvector", "qdrant")
 RUN_FORMATS = ("trec", "jsonl", "openinference")
 MAX_TARGET_RETRIES = 10
 MAX_CONCURRENCY = 64
@@ -94,6 +94,17 @@ class TargetConfig:
     python_path: Path | None = None  # python: a folder put first on sys.path (default: the config's folder)
     format: str | None = None  # runs: trec, jsonl or openinference
     path: Path | None = None  # runs: the logged results; "{date}" in it becomes the run date (YYYY-MM-DD)
+    # chroma, pgvector, qdrant (pipeline/vectorstores.py): the team's vector store, read only. chroma and qdrant
+    # take a server `url` or a local `path`; `id` and `text` name pgvector's columns (`text` is qdrant's payload
+    # key; chroma's text is the record's document); `timeout` bounds every call.
+    collection: str | None = None  # chroma, qdrant: the collection
+    table: str | None = None  # pgvector: the table (schema.table allowed)
+    dsn_env: str | None = None  # pgvector: NAME of the env var holding the connection string (never the dsn itself)
+    doc_id: str | None = None  # the record's document id (column, metadata or payload key); None: the record id
+    vector: str | None = None  # pgvector: the vector column (default "embedding"); qdrant: the named vector
+    model_field: str | None = None  # the model stamp (column, metadata or payload key), when records carry one
+    model: str = DEFAULT_MODEL  # the embedding model the collection was built with: the gold questions use it
+    distance: str = "cosine"  # pgvector: cosine (<=>) or ip (<#>, inner product)
 
 
 # The keys each kind takes besides name and kind; any other is refused.
@@ -103,8 +114,15 @@ TARGET_KEYS = {
              "max_bytes"),
     "python": ("function", "python_path"),
     "runs": ("format", "path"),
+    "chroma": ("url", "path", "collection", "doc_id", "model_field", "model", "timeout"),
+    "pgvector": ("dsn_env", "table", "id", "doc_id", "text", "vector", "model_field", "model", "distance", "timeout"),
+    "qdrant": ("url", "path", "collection", "text", "doc_id", "vector", "model_field", "model", "timeout"),
 }
-TARGET_REQUIRED = {"builtin": (), "http": ("url",), "python": ("function",), "runs": ("format", "path")}
+TARGET_REQUIRED = {"builtin": (), "http": ("url",), "python": ("function",), "runs": ("format", "path"),
+                   "chroma": ("collection",), "pgvector": ("dsn_env", "table"), "qdrant": ("collection",)}
+VECTOR_STORES = ("chroma", "pgvector", "qdrant")
+_STORE_ONLY = ("collection", "table", "dsn_env", "doc_id", "vector", "model_field", "model", "distance")
+PG_DISTANCES = ("cosine", "ip")
 
 
 @dataclass(frozen=True)
@@ -407,7 +425,7 @@ class Config:
         if self.embedder.backend == "torch":  # absent for torch, so a config from before backends keeps its hash
             del settings["embedder"]["backend"]
         if self.targets:  # absent when none, so a config from before targets keeps its hash
-            settings["targets"] = [dataclasses.asdict(t) for t in self.targets]
+            settings["targets"] = [_target_settings(t) for t in self.targets]
         blob = json.dumps(settings, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
@@ -760,6 +778,37 @@ def _check_targets(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
             raise bad(f"{key}.function", f"expected module:function, got {t.function!r}")
         if t.kind == "runs" and t.format not in RUN_FORMATS:
             raise bad(f"{key}.format", f"must be one of {', '.join(RUN_FORMATS)}, got {t.format!r}")
+        if t.kind in VECTOR_STORES:
+            _check_vector_store(t, key, bad)
+
+
+def _target_settings(t: TargetConfig) -> dict:
+    """A target's settings for config_hash: the vector-store keys only for a vector store, so that the hash of a
+    config from before them is unchanged."""
+    settings = dataclasses.asdict(t)
+    if t.kind not in VECTOR_STORES:
+        for key in _STORE_ONLY:
+            del settings[key]
+    return settings
+
+
+def _check_vector_store(t: TargetConfig, key: str, bad: Callable[[str, str], ConfigError]) -> None:
+    if t.kind != "pgvector" and (t.url is None) == (t.path is None):
+        raise bad(f"{key}.url", f"a {t.kind} target needs a server url or a local path (one of them)")
+    if t.url is not None and not _is_http(t.url):
+        raise bad(f"{key}.url", f"must be an http(s) URL, got {t.url!r}")
+    if t.kind == "pgvector":
+        if not _ENV_NAME.fullmatch(t.dsn_env):
+            raise bad(f"{key}.dsn_env", "give the NAME of an environment variable holding the connection string "
+                                        "(secrets are never written in the config)")
+        if t.distance not in PG_DISTANCES:
+            raise bad(f"{key}.distance", f"must be one of {', '.join(PG_DISTANCES)}, got {t.distance!r}")
+        if not t.table.strip() or t.table.count(".") > 1:
+            raise bad(f"{key}.table", f"expected table or schema.table, got {t.table!r}")
+    elif not t.collection.strip():
+        raise bad(f"{key}.collection", "must not be empty")
+    if not 0 < t.timeout <= MAX_TIMEOUT:
+        raise bad(f"{key}.timeout", f"must be a number of seconds > 0 and <= {MAX_TIMEOUT:g}")
 
 
 def _check_generation(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
@@ -859,7 +908,8 @@ def load_config(path: Path | str | None = None, *, data_dir: Path | str | None =
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     cfg = cfg.replace(embedder=dataclasses.replace(cfg.embedder, model=_model_path(cfg.embedder.model, base)),
-                      rerank=dataclasses.replace(cfg.rerank, model=_model_path(cfg.rerank.model, base)))
+                      rerank=dataclasses.replace(cfg.rerank, model=_model_path(cfg.rerank.model, base)),
+                      targets=tuple(dataclasses.replace(t, model=_model_path(t.model, base)) for t in cfg.targets))
     if cfg.export.mlflow is not None:
         mlflow = dataclasses.replace(cfg.export.mlflow, tracking_uri=_tracking_uri(cfg.export.mlflow.tracking_uri, base))
         cfg = cfg.replace(export=dataclasses.replace(cfg.export, mlflow=mlflow))

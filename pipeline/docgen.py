@@ -32,7 +32,7 @@ TABLE_NOTES: dict[str, dict[str, str]] = {
     },
     "targets": {
         "name": "the target's name: the `pipeline` of every series row it gets",
-        "kind": "builtin, http, python or runs",
+        "kind": "builtin, http, python, runs, chroma, pgvector or qdrant",
         "pipeline": "one of bm25, dense, hybrid, hybrid_rerank over the ingested corpus (default: the target's name)",
         "url": "the search endpoint, POSTed to for every gold question",
         "body": "a JSON body template: `{query}` becomes the question as a JSON string, `{k}` the depth",
@@ -50,6 +50,26 @@ TABLE_NOTES: dict[str, dict[str, str]] = {
         "python_path": "a folder put first on sys.path (default: this file's folder)",
         "format": "trec, jsonl or openinference",
         "path": "the logged results; `{date}` in it becomes the run date (YYYY-MM-DD)",
+        # The vector stores (pipeline/vectorstores.py); "kind.key" overrides a key's line for that kind.
+        "collection": "the collection the team's indexing job writes",
+        "table": "the table (or schema.table) holding one row per record",
+        "dsn_env": "the NAME of the environment variable holding the connection string (never the dsn itself)",
+        "doc_id": "the key (column, metadata or payload) of the record's document id; none: the record id is it",
+        "vector": "the vector column (default `embedding`)",
+        "model_field": "the key of the record's model stamp, when the indexing job writes one",
+        "model": "the embedding model the collection was built with: the gold questions are embedded with it",
+        "distance": "cosine (`<=>`, score 1 - distance) or ip (`<#>`, inner product)",
+        "chroma.url": "the Chroma server (`chroma run`), e.g. http://127.0.0.1:8000; one of `url` or `path`",
+        "chroma.path": "an embedded Chroma folder (PersistentClient); relative to this file",
+        "qdrant.url": "the Qdrant server, e.g. http://127.0.0.1:6333; one of `url` or `path`",
+        "qdrant.path": "a Qdrant local-mode folder; relative to this file",
+        "qdrant.vector": "the named vector, when the collection has several (default: the unnamed one)",
+        "qdrant.text": "the payload key of the record's text (optional)",
+        "pgvector.id": "the id column",
+        "pgvector.text": "the text column (optional)",
+        "chroma.timeout": "seconds for each call to the store",
+        "pgvector.timeout": "seconds for the connection and each statement (statement_timeout)",
+        "qdrant.timeout": "seconds for each call to the store",
     },
     "export.mlflow": {
         "tracking_uri": "a folder relative to this file (MLflow's file store) or a tracking server's URL",
@@ -164,7 +184,7 @@ def _targets() -> list[str]:
         for key in keys:
             default = "required" if key in TARGET_REQUIRED[kind] else \
                 "none" if _field_default(fields[key]) is None else _code(_field_default(fields[key]))
-            rows.append([f"`{key}`", f"`{kind}`", default, _cell(notes[key])])
+            rows.append([f"`{key}`", f"`{kind}`", default, _cell(notes.get(f"{kind}.{key}", notes[key]))])
     return ["## `[[targets]]`", "", f"{_sentence(NOTES['']['targets'])}. " + _see("targets"), "",
             *_table("key,kind,default,meaning", rows)]
 

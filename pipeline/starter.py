@@ -29,8 +29,9 @@ NOTES: dict[str, dict[str, str]] = {
         "gold": "the gold set: one JSON question per line",
         "sources": "one [[sources]] table per feed, with a name and a url or a path",
         "targets": ("the retrievers watched, each a name and a kind: builtin (a pipeline over the sources), http "
-                    "(a search endpoint), python (module:function) or runs (logged results); none: the builtin "
-                    "retrieval.pipelines (see \"Your own retriever\" in the documentation)"),
+                    "(a search endpoint), python (module:function), runs (logged results) or a vector store "
+                    "(chroma, pgvector, qdrant); none: the builtin retrieval.pipelines (see \"Your own retriever\" in "
+                    "the documentation)"),
     },
     "fetch": {
         "timeout": "seconds for a whole request (connect, headers and body)",

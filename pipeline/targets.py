@@ -4,6 +4,8 @@ function, and logged results (TREC run files, JSONL rankings, OpenInference retr
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
+import functools
 import http.client
 import importlib
 import math
@@ -19,9 +21,12 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pipeline import jsonl, netio
-from pipeline.config import Config, ConfigError, TargetConfig, render_body, target_list
+from pipeline.config import VECTOR_STORES, Config, ConfigError, EmbedderConfig, TargetConfig, render_body, target_list
 from pipeline.contract import MAX_ID_LENGTH
+from pipeline.embeddings import Embedder, EmbedderError, locate_model
 from pipeline.errors import DriftwatchError
 from pipeline.gold import GoldQuestion
 from pipeline.redact import redact
@@ -220,6 +225,52 @@ class PythonTarget(Target):
         return out
 
 
+# Chunk hits fetched per document wanted at first, as the builtin dense pipeline over-fetches (Retriever._dense).
+OVER_FETCH = 4
+
+
+@functools.lru_cache(maxsize=2)
+def query_embedder(config: EmbedderConfig) -> Embedder:
+    """One Embedder per model for the process: a daily run, or a backfill of many, loads a store's model once."""
+    return Embedder(config)
+
+
+class VectorStoreTarget(Target):
+    """The team's vector store (chroma, pgvector, qdrant; pipeline/vectorstores.py), read only: the gold questions
+    embedded with the collection's model (L2-normalised, as the builtin dense pipeline's), each searched for its
+    top chunks, collapsed to documents by `ranking_of`. Asks for `OVER_FETCH` x depth hits, widening the search
+    until `depth` documents are found or the store has no more, as the builtin dense pipeline does."""
+
+    def __init__(self, config: TargetConfig, embedder: EmbedderConfig, base: Path) -> None:
+        super().__init__(config)
+        self.embedder = dataclasses.replace(embedder, model=config.model, backend="torch", truncate_dim=None,
+                                            engine="local")
+        self.base = base
+
+    def _search(self, store: Any, vector: np.ndarray, depth: int, where: str) -> Ranking:
+        n = depth * OVER_FETCH
+        while True:
+            hits = store.search(vector, n)
+            ranking = ranking_of(hits, depth, where)
+            if len(ranking.doc_ids) >= depth or len(hits) < n:
+                return ranking
+            n *= OVER_FETCH
+
+    def rankings(self, gold: Sequence[GoldQuestion], depth: int, run_date: date) -> list[Ranking]:
+        from pipeline.vectorstores import open_store
+
+        try:
+            vectors = query_embedder(self.embedder).encode([q.question for q in gold])
+        except EmbedderError as exc:
+            raise TargetError(f"target {self.name!r}: {exc}") from None
+        store = open_store(self.config, self.base)
+        try:
+            return [self._search(store, v, depth, f"target {self.name!r} (question {q.id})")
+                    for q, v in zip(gold, vectors)]
+        finally:
+            store.close()
+
+
 def run_file(config: TargetConfig, run_date: date) -> Path:
     """The logged results of `run_date`: the path with {date} filled in."""
     return Path(str(config.path).replace(DATE_FIELD, run_date.isoformat()))
@@ -366,6 +417,9 @@ def external_targets(config: Config) -> list[Target]:
             out.append(PythonTarget(t, _function(t, i, source, base)))
         elif t.kind == RUNS:
             out.append(RunsTarget(t))
+        elif t.kind in VECTOR_STORES:
+            locate_model(t.model, f"targets[{i}].model")  # the model at hand now, before the run's first write
+            out.append(VectorStoreTarget(t, config.embedder, base))
     return out
 
 
