@@ -343,7 +343,7 @@ def check_inputs(config: Config, run_date: date, embedder: Embedder, accept_edit
     embedder.check()
     if "hybrid_rerank" in builtin_pipelines(config):
         locate_model(config.rerank.model, RERANKER)
-    return gold, external_targets(config)
+    return gold, external_targets(config, embedder)
 
 
 def returned_documents(outcome: Outcome) -> list[Document]:

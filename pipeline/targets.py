@@ -241,11 +241,15 @@ class VectorStoreTarget(Target):
     top chunks, collapsed to documents by `ranking_of`. Asks for `OVER_FETCH` x depth hits, widening the search
     until `depth` documents are found or the store has no more, as the builtin dense pipeline does."""
 
-    def __init__(self, config: TargetConfig, embedder: EmbedderConfig, base: Path) -> None:
+    def __init__(self, config: TargetConfig, embedder: EmbedderConfig, base: Path, run: Embedder | None = None
+                 ) -> None:
+        """`embedder`: the run's settings (device, batch size), with the store's model; `run`: the run's loaded
+        Embedder, used when it computes the same vectors."""
         super().__init__(config)
         self.embedder = dataclasses.replace(embedder, model=config.model, backend="torch", truncate_dim=None,
                                             engine="local")
         self.base = base
+        self._run = run if run is not None and run.config == self.embedder else None
 
     def _search(self, store: Any, vector: np.ndarray, depth: int, where: str) -> Ranking:
         n = depth * OVER_FETCH
@@ -260,7 +264,7 @@ class VectorStoreTarget(Target):
         from pipeline.vectorstores import open_store
 
         try:
-            vectors = query_embedder(self.embedder).encode([q.question for q in gold])
+            vectors = (self._run or query_embedder(self.embedder)).encode([q.question for q in gold])
         except EmbedderError as exc:
             raise TargetError(f"target {self.name!r}: {exc}") from None
         store = open_store(self.config, self.base)
@@ -404,9 +408,10 @@ def _function(config: TargetConfig, index: int, source: str, base: Path) -> Call
     return function
 
 
-def external_targets(config: Config) -> list[Target]:
-    """The configured targets that bring their own index. Raises ConfigError for what a run cannot start with
-    (an unset environment variable of a header, a function that cannot be imported)."""
+def external_targets(config: Config, embedder: Embedder | None = None) -> list[Target]:
+    """The configured targets that bring their own index (a vector store embeds the questions with `embedder`, the
+    run's, when its model is the run's). Raises ConfigError for what a run cannot start with (an unset environment
+    variable of a header, a function that cannot be imported), EmbedderError for a store's model not at hand."""
     source = str(config.file or "the configuration")
     base = config.file.resolve().parent if config.file else Path.cwd()
     out: list[Target] = []
@@ -419,7 +424,7 @@ def external_targets(config: Config) -> list[Target]:
             out.append(RunsTarget(t))
         elif t.kind in VECTOR_STORES:
             locate_model(t.model, f"targets[{i}].model")  # the model at hand now, before the run's first write
-            out.append(VectorStoreTarget(t, config.embedder, base))
+            out.append(VectorStoreTarget(t, config.embedder, base, embedder))
     return out
 
 

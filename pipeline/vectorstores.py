@@ -61,6 +61,13 @@ def _field(record: dict | None, key: str | None) -> Any:
     return None if record is None or key is None else record.get(key)
 
 
+def _folder(name: str, path: Path) -> Path:
+    """An embedded store's folder, which must exist: its client would create an empty store in its place."""
+    if not path.is_dir():
+        raise TargetError(f"target {name!r}: no store folder at {path}")
+    return path
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -94,7 +101,7 @@ class ChromaStore:
 
         c = self.config
         if c.path is not None:
-            return chromadb.PersistentClient(path=str(base / c.path))
+            return chromadb.PersistentClient(path=str(_folder(self.name, base / c.path)))
         url = urlsplit(c.url)
         client = chromadb.HttpClient(host=url.hostname or "localhost", port=url.port or (443 if url.scheme == "https"
                                      else 8000), ssl=url.scheme == "https")
@@ -155,6 +162,9 @@ class PgVectorStore:
         self.table = sql.Identifier(*c.table.split(".", 1))
         self.vector = sql.Identifier(c.vector or DEFAULT_VECTOR_COLUMN)
         self.operator = PG_OPERATORS[c.distance]
+        # The table and every configured column now, so a wrong name fails the target before its first question.
+        _call(self.name, f"pgvector table {c.table}", lambda: self._rows(
+            sql.SQL("SELECT {} FROM {} LIMIT 0").format(self.columns, self.table), ()))
 
     def _connect(self, dsn: str) -> Any:
         import psycopg
@@ -229,7 +239,7 @@ class QdrantStore:
         from qdrant_client import QdrantClient
 
         if self.config.path is not None:
-            return QdrantClient(path=str(base / self.config.path))
+            return QdrantClient(path=str(_folder(self.name, base / self.config.path)))
         return QdrantClient(url=self.config.url, timeout=max(1, round(self.config.timeout)))
 
     def _payload_keys(self) -> list[str]:
@@ -239,10 +249,12 @@ class QdrantStore:
         from qdrant_client import models
 
         c = self.config
-        # exact=True: a full scan, not the HNSW graph, so the ranking is the builtin flat index's.
+        # exact=True on a server: a full scan, not the HNSW graph, so the ranking is the builtin flat index's (local
+        # mode always scans, and warns when asked).
+        exact = models.SearchParams(exact=True) if self.config.url else None
         answer = _call(self.name, "Qdrant query_points", lambda: self.client.query_points(
             c.collection, query=np.asarray(vector, dtype=np.float32).tolist(), using=c.vector, limit=k,
-            with_payload=self._payload_keys() or False, search_params=models.SearchParams(exact=True)))
+            with_payload=self._payload_keys() or False, search_params=exact))
         return [(str(_field(p.payload, c.doc_id) or p.id), float(p.score), _text(_field(p.payload, c.text)))
                 for p in answer.points]
 

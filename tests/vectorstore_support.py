@@ -1,0 +1,203 @@
+"""Real vector stores for the tests and the bench: a Chroma server, PostgreSQL with pgvector (pgserver), Qdrant local
+mode, each started here, and the team's indexing job that writes the stream into them (driftwatch only reads)."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.chunking import chunk_documents
+from pipeline.config import Config
+from pipeline.corpus import Corpus
+from pipeline.embeddings import Embedder, embed_cached
+
+START_DEADLINE = 60.0  # seconds for a server to answer after its start
+DIM = 384  # all-MiniLM-L6-v2
+# Chroma's index is HNSW (approximate); searched with an ef far above any k the tests ask for, over collections of a
+# few thousand records, it returns the exact top k (the equality test checks it).
+CHROMA_HNSW = {"space": "cosine", "ef_search": 1000, "ef_construction": 400, "max_neighbors": 32}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def chroma_server(folder: Path) -> Iterator[str]:
+    """`chroma run` (the chromadb package's CLI, beside this Python) on a free port; yields its URL."""
+    cli = Path(sys.executable).parent / "chroma"
+    port = free_port()
+    log = open(folder.parent / f"{folder.name}.log", "wb")
+    process = subprocess.Popen([str(cli if cli.exists() else shutil.which("chroma")), "run", "--path", str(folder),
+                                "--port", str(port), "--host", "127.0.0.1"], stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        until = time.monotonic() + START_DEADLINE
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=2):
+                    break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > until:
+                    raise RuntimeError(f"chroma run did not answer within {START_DEADLINE:g} s "
+                                       f"(see {log.name})") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+@contextlib.contextmanager
+def postgres() -> Iterator[str]:
+    """PostgreSQL from the pgserver wheel (its own vector.so), with the vector extension created; yields a dsn.
+    Its folder is a fresh one under the temp dir that others may traverse: run as root, pgserver runs PostgreSQL as
+    its own user, who cannot enter pytest's private temp folders."""
+    import pgserver
+
+    folder = Path(tempfile.mkdtemp(prefix="driftwatch-pg-"))
+    folder.chmod(0o755)
+    server = pgserver.get_server(folder / "data", cleanup_mode="stop")
+    try:
+        server.psql("CREATE EXTENSION IF NOT EXISTS vector;")
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@dataclass
+class Records:
+    """What the indexing job writes for one day: chunk ids, document ids, texts, vectors, one model stamp."""
+
+    ids: list[str]
+    doc_ids: list[str]
+    texts: list[str]
+    vectors: np.ndarray
+    model: str
+
+
+class ChromaWriter:
+    def __init__(self, url: str | None, collection: str, path: Path | None = None) -> None:
+        import chromadb
+
+        if path is not None:
+            self.client = chromadb.PersistentClient(path=str(path))
+        else:
+            host, port = url.removeprefix("http://").split(":")
+            self.client = chromadb.HttpClient(host=host, port=int(port))
+        self.collection = self.client.get_or_create_collection(collection, configuration={"hnsw": CHROMA_HNSW},
+                                                               embedding_function=None)
+        self.ids: set[str] = set()
+
+    def write(self, r: Records) -> None:
+        for s in range(0, len(r.ids), 1000):
+            e = s + 1000
+            self.collection.upsert(ids=r.ids[s:e], embeddings=r.vectors[s:e], documents=r.texts[s:e],
+                                   metadatas=[{"doc_id": d, "model": r.model} for d in r.doc_ids[s:e]])
+        gone = sorted(self.ids - set(r.ids))
+        if gone:
+            self.collection.delete(ids=gone)
+        self.ids = set(r.ids)
+
+    def close(self) -> None:
+        pass
+
+
+class PgWriter:
+    """A table with an HNSW index (the search must bypass it to be exact)."""
+
+    def __init__(self, dsn: str, table: str) -> None:
+        import psycopg
+        from pgvector.psycopg import register_vector
+        from psycopg import sql
+
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        register_vector(self.conn)
+        self.table = sql.Identifier(table)
+        self.conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (id text PRIMARY KEY, doc_id text, body text, "
+                                  "embedding vector({}), model text)").format(self.table, sql.Literal(DIM)))
+        self.conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)")
+                          .format(sql.Identifier(f"{table}_hnsw"), self.table))
+
+    def write(self, r: Records) -> None:
+        from psycopg import sql
+
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            cur.executemany(sql.SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET "
+                                    "doc_id = EXCLUDED.doc_id, body = EXCLUDED.body, embedding = EXCLUDED.embedding, "
+                                    "model = EXCLUDED.model").format(self.table),
+                            [(i, d, t, v, r.model) for i, d, t, v in zip(r.ids, r.doc_ids, r.texts, r.vectors)])
+            cur.execute(sql.SQL("DELETE FROM {} WHERE NOT (id = ANY(%s))").format(self.table), (r.ids,))
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def qdrant_id(chunk_id: str) -> str:
+    """Qdrant ids are integers or UUIDs: the indexing job keys a chunk by a UUID of its id."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, chunk_id))
+
+
+class QdrantWriter:
+    """Local mode holds its folder's lock while open: the job opens, writes and closes, as a cron job would."""
+
+    def __init__(self, path: Path, collection: str) -> None:
+        self.path, self.collection = path, collection
+        self.ids: set[str] = set()
+
+    def write(self, r: Records) -> None:
+        from qdrant_client import QdrantClient, models
+
+        client = QdrantClient(path=str(self.path))
+        try:
+            if not client.collection_exists(self.collection):
+                client.create_collection(self.collection, vectors_config=models.VectorParams(
+                    size=DIM, distance=models.Distance.COSINE))
+            points = [models.PointStruct(id=qdrant_id(i), vector=v.tolist(),
+                                         payload={"chunk_id": i, "doc_id": d, "text": t, "model": r.model})
+                      for i, d, t, v in zip(r.ids, r.doc_ids, r.texts, r.vectors)]
+            for s in range(0, len(points), 1000):
+                client.upsert(self.collection, points[s:s + 1000])
+            gone = [qdrant_id(i) for i in sorted(self.ids - set(r.ids))]
+            if gone:
+                client.delete(self.collection, points_selector=models.PointIdsList(points=gone))
+            self.ids = set(r.ids)
+        finally:
+            client.close()
+
+    def close(self) -> None:
+        pass
+
+
+def load_stream(writers: Sequence, corpus: Corpus, day: date, config: Config, embedder: Embedder) -> int:
+    """The team's indexing job for `day`: the documents of `corpus` (already ingested up to `day`) chunked and
+    embedded as the builtin dense pipeline does (chunk_documents, the Embedder through the corpus's cache), written
+    to every store (upserts, and deletes of what is gone). Returns the number of chunks."""
+    chunks = chunk_documents(config, corpus.snapshot(day))
+    vectors = embed_cached(corpus, embedder, [c.text for c in chunks]).vectors
+    records = Records([c.id for c in chunks], [c.doc_id for c in chunks], [c.text for c in chunks],
+                      np.asarray(vectors, dtype=np.float32), embedder.key)
+    for writer in writers:
+        writer.write(records)
+    return len(chunks)
