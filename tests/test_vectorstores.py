@@ -16,17 +16,16 @@ from pipeline import contract, store
 from pipeline.cli import main
 from pipeline.config import Config, ConfigError, RetrievalConfig, SourceConfig, TargetConfig, load_config
 from pipeline.corpus import Corpus
-from pipeline.job import ingest, run_day
+from pipeline.job import run_day
 from pipeline.targets import TargetError, VectorStoreTarget
 from pipeline.vectorstores import open_store
-from tests.vectorstore_support import (ChromaWriter, PgWriter, QdrantWriter, chroma_server, free_port, load_stream,
-                                       postgres)
+from tests.vectorstore_support import (QUALITY, ChromaWriter, PgWriter, QdrantWriter, by_target, chroma_server,
+                                       differences, free_port, postgres, replay)
 
 SLICE = Path(__file__).parent / "data" / "news-slice"
 FIRST, DAYS = date(2025, 9, 10), 4
 DSN_ENV = "DRIFTWATCH_TEST_PG_DSN"
 STORES = ("chroma", "pgvector", "qdrant")
-QUALITY = ["hit", "recall", "precision", "rr", "ndcg", "unjudged", "first_relevant_rank", "retrieved"]
 
 
 def store_targets(chroma_url: str, qdrant_path: Path) -> tuple[TargetConfig, ...]:
@@ -64,21 +63,10 @@ def history(servers, embedder, tmp_path_factory):
                  retrieval=RetrievalConfig(pipelines=("dense",), k=(1, 3, 5, 10), candidate_depth=20),
                  targets=(TargetConfig(name="dense", kind="builtin"), *store_targets(url, root / "qdrant")))
     writers = [ChromaWriter(url, "news"), PgWriter(dsn, "news"), QdrantWriter(root / "qdrant", "news")]
-    for n in range(DAYS):
-        day = FIRST + timedelta(days=n)
-        # The indexing job reads the same feeds into the run's own corpus first, so its vectors are the very ones the
-        # run's dense index holds (from the embedding cache), and the run's ingest finds nothing new.
-        with Corpus.in_dir(cfg.data_dir) as corpus:
-            ingest(cfg, corpus, day)
-            load_stream(writers, corpus, day, cfg, embedder)
-        run_day(cfg, day, embedder=embedder, notify=False)
+    replay(cfg, writers, [FIRST + timedelta(days=n) for n in range(DAYS)], embedder)
     for writer in writers:
         writer.close()
     return cfg
-
-
-def by_target(frame: pd.DataFrame, name: str, keys: list[str]) -> pd.DataFrame:
-    return frame[frame[contract.PIPELINE] == name].drop(columns=[contract.PIPELINE]).set_index(keys).sort_index()
 
 
 @pytest.mark.parametrize("name", STORES)
@@ -89,16 +77,13 @@ def test_each_store_as_a_target_equals_the_builtin_dense_pipeline(history, name)
     questions = store.read_per_question(history.data_dir)
     dense, ours = by_target(questions, "dense", keys), by_target(questions, name, keys)
     assert len(dense) == DAYS * 9 * 4 and ours.index.equals(dense.index)
+    assert (dense.xs(10, level="k")["retrieved"].str.split().str.len() == 10).all()  # real rankings
     differing = ours[QUALITY].astype(str) != dense[QUALITY].astype(str)
     assert differing.to_numpy().sum() == 0, pd.concat([dense[differing.any(axis=1)], ours[differing.any(axis=1)]])
-    assert (dense.xs(10, level="k")["retrieved"].str.split().str.len() == 10).all()  # real rankings
+    compared, n_differing, top1 = differences(history.data_dir, name)  # the metric values too
+    assert compared == dense[QUALITY].size + len(store.read_metrics(history.data_dir)) // 4 and n_differing == 0
     # Scores are the same similarity (cosine of the same float32 vectors), summed in another order.
-    np.testing.assert_allclose(ours["top1_score"], dense["top1_score"], atol=1e-5)
-    metrics = store.read_metrics(history.data_dir)
-    mkeys = [contract.RUN_DATE, "k", "metric"]
-    dense_m, ours_m = by_target(metrics, "dense", mkeys), by_target(metrics, name, mkeys)
-    assert ours_m.index.equals(dense_m.index) and len(dense_m) > 0
-    assert (ours_m["value"].to_numpy() == dense_m["value"].to_numpy()).all()
+    assert top1 < 1e-5
 
 
 @pytest.mark.parametrize("name", STORES)

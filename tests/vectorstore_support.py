@@ -4,6 +4,7 @@ mode, each started here, and the team's indexing job that writes the stream into
 from __future__ import annotations
 
 import contextlib
+import math
 import shutil
 import socket
 import subprocess
@@ -201,3 +202,44 @@ def load_stream(writers: Sequence, corpus: Corpus, day: date, config: Config, em
     for writer in writers:
         writer.write(records)
     return len(chunks)
+
+
+QUALITY = ["hit", "recall", "precision", "rr", "ndcg", "unjudged", "first_relevant_rank", "retrieved"]
+
+
+def replay(config: Config, writers: Sequence, days: Sequence[date], embedder: Embedder) -> None:
+    """Each day: the team's indexing job loads the stores, then a run of the job scores every target. The job reads
+    the same feeds into the run's own corpus first, so the stores hold the very vectors the run's dense index holds
+    (from the embedding cache), and the run's ingest finds nothing new."""
+    from pipeline.job import ingest, run_day
+
+    for day in days:
+        with Corpus.in_dir(config.data_dir) as corpus:
+            ingest(config, corpus, day)
+            load_stream(writers, corpus, day, config, embedder)
+        run_day(config, day, embedder=embedder, notify=False)
+
+
+def by_target(frame, name: str, keys: list[str]):
+    from pipeline import contract
+
+    return frame[frame[contract.PIPELINE] == name].drop(columns=[contract.PIPELINE]).set_index(keys).sort_index()
+
+
+def differences(data_dir: Path, name: str, reference: str = "dense") -> tuple[int, int, float]:
+    """Values of target `name` against `reference` over the stored series: (compared, differing, largest top-1 score
+    difference). Compared: every per-question outcome (QUALITY columns) and every metric value, exactly."""
+    from pipeline import contract, store
+
+    keys = [contract.RUN_DATE, "k", "question_id"]
+    questions = store.read_per_question(data_dir)
+    ref, ours = by_target(questions, reference, keys), by_target(questions, name, keys)
+    metrics = store.read_metrics(data_dir)
+    mkeys = [contract.RUN_DATE, "k", "metric"]
+    ref_m, ours_m = by_target(metrics, reference, mkeys), by_target(metrics, name, mkeys)
+    if not (ours.index.equals(ref.index) and ours_m.index.equals(ref_m.index)):
+        return ref[QUALITY].size + len(ref_m), ref[QUALITY].size + len(ref_m), math.inf
+    differing = int((ours[QUALITY].astype(str) != ref[QUALITY].astype(str)).to_numpy().sum()
+                    + (ours_m["value"].to_numpy() != ref_m["value"].to_numpy()).sum())
+    top1 = float(np.max(np.abs(ours["top1_score"].to_numpy() - ref["top1_score"].to_numpy()), initial=0.0))
+    return ref[QUALITY].size + len(ref_m), differing, top1
