@@ -19,11 +19,11 @@ from pipeline.corpus import Corpus
 from pipeline.job import run_day
 from pipeline.targets import TargetError, VectorStoreTarget
 from pipeline.vectorstores import open_store
-from tests.vectorstore_support import (QUALITY, ChromaWriter, PgWriter, QdrantWriter, by_target, chroma_server,
-                                       differences, free_port, postgres, replay)
+from tests.vectorstore_support import (DIM, QUALITY, ChromaWriter, PgWriter, QdrantWriter, Records, by_target,
+                                       chroma_server, differences, free_port, postgres, replay)
 
 SLICE = Path(__file__).parent / "data" / "news-slice"
-FIRST, DAYS = date(2025, 9, 10), 4
+FIRST, DAYS = date(2025, 9, 10), 3
 DSN_ENV = "DRIFTWATCH_TEST_PG_DSN"
 STORES = ("chroma", "pgvector", "qdrant")
 
@@ -174,3 +174,24 @@ def test_store_settings_are_in_the_config_hash_only_for_a_store():
     q = TargetConfig(name="q", kind="qdrant", path=Path("q"), collection="x")
     assert base.replace(targets=(q,)).config_hash() != base.replace(targets=(replace(q, model="m"),)).config_hash()
     assert VectorStoreTarget(q, base.embedder, Path(".")).embedder.model == q.model
+
+
+def test_an_embedded_chroma_folder_is_searched_by_cosine_best_first(tmp_path):
+    """Three records over two axes: the query e1 scores a (e1) 1, c ((e1 + e2) / sqrt 2) 1/sqrt 2, b (e2) 0."""
+    vectors = np.zeros((3, DIM), np.float32)
+    vectors[0, 0] = vectors[1, 1] = 1.0
+    vectors[2, :2] = 1 / np.sqrt(2)
+    writer = ChromaWriter(None, "tiny", path=tmp_path / "chroma")
+    writer.write(Records(["a#0", "b#0", "c#0"], ["a", "b", "c"], ["A", "B", "C"], vectors, "m"), [])
+    config = TargetConfig(name="tiny", kind="chroma", path=Path("chroma"), collection="tiny", doc_id="doc_id",
+                          model_field="model")
+    s = open_store(config, tmp_path)
+    try:
+        hits = s.search(vectors[0], 3)
+        records = list(s.scan())
+    finally:
+        s.close()
+    assert [h[0] for h in hits] == ["a", "c", "b"] and [h[2] for h in hits] == ["A", "C", "B"]
+    np.testing.assert_allclose([h[1] for h in hits], [1.0, 1 / np.sqrt(2), 0.0], atol=1e-6)
+    assert sorted((r.id, r.doc_id, r.text, r.model) for r in records) == [
+        ("a#0", "a", "A", "m"), ("b#0", "b", "B", "m"), ("c#0", "c", "C", "m")]
