@@ -45,7 +45,7 @@ def forget() -> None:
 
 def config_secrets(cfg: Config) -> list[str]:
     """The secret values a configuration names: the environment variables it names for secrets (the judge's API
-    key, the HTTP targets' headers), the path of its webhook (a Slack webhook's path is its credential), and the
+    key, the HTTP targets' headers, a pgvector target's dsn), the path of its webhook (a Slack webhook's path is its credential), and the
     passwords and secret-named query values of its URLs (so an upstream reply that echoes one is masked too)."""
     names = [cfg.generation.api_key_env] + [env for t in cfg.targets for env in t.headers.values()]
     values = [os.environ.get(name) for name in names if name]
@@ -53,6 +53,9 @@ def config_secrets(cfg: Config) -> list[str]:
         path = urlsplit(cfg.alerts.webhook_url).path
         values.append(path if len(path.strip("/")) >= MIN_SECRET_LENGTH else None)
     urls = [s.url for s in cfg.sources] + [t.url for t in cfg.targets] + [cfg.generation.base_url]
+    dsns = [os.environ.get(t.dsn_env) for t in cfg.targets if t.dsn_env]  # a pgvector target's connection string
+    values += dsns
+    urls += dsns  # and its password alone, as a driver's message may quote it apart
     urls += [cfg.export.mlflow.tracking_uri] if cfg.export.mlflow is not None else []
     for url in filter(None, urls):
         values += [m["password"] for m in _USERINFO.finditer(url)]

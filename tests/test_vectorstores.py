@@ -195,3 +195,13 @@ def test_an_embedded_chroma_folder_is_searched_by_cosine_best_first(tmp_path):
     np.testing.assert_allclose([h[1] for h in hits], [1.0, 1 / np.sqrt(2), 0.0], atol=1e-6)
     assert sorted((r.id, r.doc_id, r.text, r.model) for r in records) == [
         ("a#0", "a", "A", "m"), ("b#0", "b", "B", "m"), ("c#0", "c", "C", "m")]
+
+
+def test_a_pgvector_dsn_from_the_environment_is_masked_like_a_secret(monkeypatch):
+    from pipeline import redact
+
+    monkeypatch.setenv("DW_SECRET_DSN", "postgresql://reader:hunter2-pw-1234@db.example/rag")
+    cfg = Config(Path("d"), Path("g"), targets=(TargetConfig(name="p", kind="pgvector", dsn_env="DW_SECRET_DSN",
+                                                             table="t"),))
+    secrets = redact.config_secrets(cfg)
+    assert "postgresql://reader:hunter2-pw-1234@db.example/rag" in secrets and "hunter2-pw-1234" in secrets
