@@ -81,8 +81,8 @@ def _stored(record_id: Any, vector: Any, text: Any, payload: dict | None, config
 
 class ChromaStore:
     """A Chroma collection, over its HTTP server (`url`) or an embedded folder (`path`). The record's document is
-    its text; `doc_id` and `model_field` are metadata keys. The collection's space must be cosine (score =
-    1 - distance) or ip (score = -distance): l2 ranks unit vectors alike but its scores are not similarities."""
+    its text; `doc_id` and `model_field` are metadata keys. The collection's space must be cosine or ip (hnswlib's
+    distances 1 - cosine and 1 - dot: score = 1 - distance); l2's distances are not similarities."""
 
     def __init__(self, config: TargetConfig, base: Path) -> None:
         self.name, self.config = config.name, config
@@ -120,8 +120,7 @@ class ChromaStore:
         ids, distances = answer["ids"][0], answer["distances"][0]
         texts = (answer.get("documents") or [[None] * len(ids)])[0]
         metas = (answer.get("metadatas") or [[None] * len(ids)])[0]
-        sign = -1.0 if self.space == "ip" else 1.0
-        return [(str(_field(m, self.config.doc_id) or i), (1.0 - d) if sign > 0 else -d, _text(t))
+        return [(str(_field(m, self.config.doc_id) or i), 1.0 - d, _text(t))
                 for i, d, t, m in zip(ids, distances, texts, metas)]
 
     def scan(self, batch: int = 1000) -> Iterator[StoredVector]:
