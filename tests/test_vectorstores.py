@@ -138,8 +138,8 @@ def test_an_unset_dsn_variable_is_a_target_error_naming_it(monkeypatch):
 
 def _toml(tmp_path: Path, target: str) -> Path:
     path = tmp_path / "monitor.toml"
-    path.write_text(f'data_dir = "data"\ngold = "{SLICE / "gold.jsonl"}"\n[[sources]]\nname = "n"\npath = "{SLICE / "daily"}"\n'
-                    f"[[targets]]\n{target}\n")
+    path.write_text(f'data_dir = "data"\ngold = "{SLICE / "gold.jsonl"}"\n'
+                    f'[[sources]]\nname = "n"\npath = "{SLICE / "daily"}"\n[[targets]]\n{target}\n')
     return path
 
 
