@@ -14,7 +14,7 @@ import pandas as pd
 from scipy import special
 
 from pipeline import contract, series, store
-from pipeline.alerts import SEED, Alert
+from pipeline.alerts import NEAR_ALPHA, SEED, Alert
 from pipeline.config import AlertsConfig
 from pipeline.contract import (ALERT, K, PIPELINE, QUESTION_ID, RUN_DATE, SEGMENT, SEGMENT_CATEGORY, SEGMENT_DROP,
                                SEGMENT_SLOW_DRIFT, SEGMENT_SOURCE, SEGMENT_TAG)
@@ -143,6 +143,9 @@ def changes(matrix: series.Matrix, questions: np.ndarray, window: series.Contras
     return Changes(questions[kept], values[kept], values[kept] @ window.weights, window)
 
 
+DRAWN_AT_ONCE = 1_000_000  # values relabelled per chunk of draws (8 MB), bounding memory on large gold sets
+
+
 def interaction_p(d: np.ndarray, inside: Sequence[np.ndarray], higher_is_better: bool, draws: int, seed: int,
                   stop_above: float | None = None) -> list[float]:
     """The segment x rest interaction test of each segment (a mask over `d`): the one-sided permutation p of
@@ -156,15 +159,26 @@ def interaction_p(d: np.ndarray, inside: Sequence[np.ndarray], higher_is_better:
     sizes = np.array([int(m.sum()) for m in inside])
     observed = np.array([harm[m].sum() for m in inside]) - 1e-9
     extreme = np.zeros(len(inside), dtype=int)
-    drawn = 0
-    for start in range(0, draws, series.PERMUTATION_CHUNK):
-        rows = min(series.PERMUTATION_CHUNK, draws - start)
+    drawn, chunk = 0, max(series.PERMUTATION_CHUNK, DRAWN_AT_ONCE // max(harm.size, 1))
+    for start in range(0, draws, chunk):
+        rows = min(chunk, draws - start)
         sums = np.cumsum(rng.permuted(np.broadcast_to(harm, (rows, harm.size)), axis=1), axis=1)[:, sizes - 1]
         extreme += np.count_nonzero(sums >= observed, axis=0)
         drawn += rows
         if stop_above is not None and ((extreme + 1) / (draws + 1) > stop_above).all():
             break  # every p of the full draw can only be larger
     return ((extreme + 1) / (drawn + 1)).tolist()
+
+
+def normal_p(d: np.ndarray, inside: np.ndarray, higher_is_better: bool) -> float:
+    """The interaction's p by the normal tail of the segment's sum of d under relabelling (sampling without
+    replacement): a screen, drawn exactly (`interaction_p`) where the decision could turn on it."""
+    n, m = d.size, int(inside.sum())
+    sd = math.sqrt(m * (n - m) / (n * (n - 1)) * float(((d - d.mean()) ** 2).sum())) if n > 1 else 0.0
+    harm = (-1.0 if higher_is_better else 1.0) * (float(d[inside].sum()) - m * float(d.mean()))
+    if sd == 0:
+        return 1.0 if harm <= 1e-12 else 0.0
+    return float(special.ndtr(-harm / sd))
 
 
 @dataclass(frozen=True)
@@ -178,6 +192,9 @@ class SegmentTest:
     rest: Rest
     large: bool  # the segment's own change passes the practical threshold and the rest stayed flat
     p_value: float = 1.0
+
+    def fires(self, config: AlertsConfig) -> bool:
+        return self.large and self.p_value < config.segment_alpha
 
 
 def _windows(matrix: series.Matrix, today: pd.Timestamp, config: AlertsConfig, higher_is_better: bool,
@@ -250,6 +267,9 @@ def _adjusted(found: list[SegmentTest], pending: list[tuple[Changes, list[tuple[
         draws = draws_for(config, len(family))
         for change, large in pending:
             mine = [(i, inside) for i, inside in large if found[i].rule == rule]
+            for i, inside in mine:
+                p[i] = normal_p(change.d, inside, change.window.higher_is_better)
+            mine = [(i, inside) for i, inside in mine if p[i] < NEAR_ALPHA * config.segment_alpha]
             if not mine:
                 continue
             drawn = interaction_p(change.d, [inside for _, inside in mine], change.window.higher_is_better, draws,
@@ -271,7 +291,7 @@ def segment_alerts(day: str, today: pd.Timestamp, per_question: pd.DataFrame,
     n_tests = {rule: sum(t.rule == rule for t in tested) for rule in RULE_OF}
     out = []
     for t in tested:
-        if not (t.large and t.p_value < config.segment_alpha):
+        if not t.fires(config):
             continue
         key, threshold = t.key, series.drop_threshold(config, t.key.name)
         out.append(Alert(day, RULE_OF[t.rule], key.pipeline, f"{key.name} {key.segment}", t.test.value,
