@@ -190,11 +190,18 @@ class SegmentTest:
     rule: str  # contract.DROP or contract.SLOW_DRIFT: the overall rule whose runs it uses
     test: series.Contrast
     rest: Rest
-    large: bool  # the segment's own change passes the practical threshold and the rest stayed flat
+    large: bool  # the segment's own change, and its change beyond the rest's, pass the practical threshold
     p_value: float = 1.0
 
     def fires(self, config: AlertsConfig) -> bool:
         return self.large and self.p_value < config.segment_alpha
+
+
+def _large(test: series.Contrast, rest: series.Contrast | None, threshold: float) -> bool:
+    """Practically large: the segment's change passes the threshold, and so does its change beyond the rest's (in
+    units of the segment's baseline): a decline of every kind of question is the overall rules' concern."""
+    return (test.relative_harm > threshold and rest is not None
+            and test.harm - rest.harm > threshold * abs(test.baseline))
 
 
 def _windows(matrix: series.Matrix, today: pd.Timestamp, config: AlertsConfig, higher_is_better: bool,
@@ -211,7 +218,7 @@ def segment_tests(per_question: pd.DataFrame, members: Mapping[str, Sequence[str
     """Every segment x watched series x rule tested today: segments with at least `segment_min_n` of the questions
     answered on the rule's runs, and fewer than all of them (a segment of every question is the overall series),
     with the interaction's p (Holm over the rule's family at `segment_alpha`) where the change is practically
-    large and the rest stayed flat."""
+    large (`_large`)."""
     on_today = per_question[store.as_days(per_question[RUN_DATE]) == today]
     pipelines = list(dict.fromkeys(on_today[PIPELINE]))
     groups = {g: rows for g, rows in per_question.groupby([PIPELINE, K], sort=False)}
@@ -239,7 +246,7 @@ def segment_tests(per_question: pd.DataFrame, members: Mapping[str, Sequence[str
                     continue
                 test = change.contrast(inside)
                 rest = Rest(inside.size - n, change.contrast(~inside))
-                big = test.relative_harm > threshold and rest.describe(threshold, config.alpha) == FLAT
+                big = _large(test, rest.test, threshold)
                 if big:
                     large.append((len(found), inside))
                 found.append(SegmentTest(SegmentKey(key.pipeline, key.metric, key.k, segment), rule, test, rest, big))
@@ -284,7 +291,7 @@ def _adjusted(found: list[SegmentTest], pending: list[tuple[Changes, list[tuple[
 def segment_alerts(day: str, today: pd.Timestamp, per_question: pd.DataFrame,
                    members: Mapping[str, Sequence[str]], config: AlertsConfig, ks: Sequence[int]) -> list[Alert]:
     """The segment rules (`segment_tests`): a segment whose questions changed, on the drop's or the slow drift's
-    runs, by more than the practical threshold, while the rest stayed flat, and more than the rest by the segment x
+    runs, by more than the practical threshold and by more than the rest by as much, significantly by the segment x
     rest interaction test (Holm over the rule's segments x pipelines x series at `segment_alpha`). A change of every
     kind of question is the overall rules' concern, which would otherwise page once per segment."""
     tested = segment_tests(per_question, members, config, ks, today)
