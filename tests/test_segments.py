@@ -277,3 +277,67 @@ def test_a_segments_series_on_one_pipeline_are_one_condition_paged_once():
         {contract.RUN_DATE: "datetime64[ns]"})
     [marked] = mark_ongoing([later], pd.Timestamp(later.run_date), runs, previous)
     assert marked.since == "2026-03-20" and not marked.new
+
+
+def test_the_banner_summarises_several_segment_alerts_in_one_line():
+    """Four segments on two pipelines: one banner line naming three and "…", the other conditions kept; one segment
+    keeps its own words."""
+    from pipeline import views
+    from pipeline.alerts import Alert, alerts_frame
+
+    def segment_alert(rule: str, pipeline: str, segment: str) -> Alert:
+        return Alert("2026-03-20", rule, pipeline, f"hit@5 {segment}", 0.4, 0.7, -40.0, 10.0, contract.ALERT,
+                     f"{segments.label(segment)} questions (9): hit@5 0.70 → 0.40 since 2026-03-01; the other 31 flat "
+                     f"({pipeline}, the test)")
+
+    drop = Alert("2026-03-20", DROP, "dense", "hit@5", 0.5, 0.7, -28.0, 10.0, contract.ALERT, "hit@5 of dense fell")
+    fired = [segment_alert(SEGMENT_SLOW_DRIFT, "hybrid", s)
+             for s in ("tag:paraphrase", "tag:stdlib", "tag:syntax", "category:Process")]
+    fired.insert(1, segment_alert(contract.SEGMENT_DROP, "bm25", "tag:paraphrase"))
+    rows = alerts_frame([drop, *fired]).astype({contract.RUN_DATE: "datetime64[ns]"})
+    items = views.banner_items(views.open_conditions(rows))
+    assert [item.line for item in items] == [
+        "drop on dense since 2026-03-20: hit@5 -28.0%",
+        "4 segments declined: paraphrase, stdlib, syntax, … (on hybrid, bm25 since 2026-03-20; each on the Segments "
+        "page)"]
+    assert items[1].runbook.rule == SEGMENT_SLOW_DRIFT
+    one = views.banner_items(views.open_conditions(alerts_frame(fired[:2]).astype(
+        {contract.RUN_DATE: "datetime64[ns]"})))
+    assert [c.line for c in one] == [
+        f"{SEGMENT_SLOW_DRIFT} on hybrid since 2026-03-20: paraphrase questions (9): hit@5 0.70 → 0.40 since "
+        "2026-03-01; the other 31 flat",
+        f"{contract.SEGMENT_DROP} on bm25 since 2026-03-20: paraphrase questions (9): hit@5 0.70 → 0.40 since 2026-03-01; the "
+        "other 31 flat"]
+
+
+@pytest.mark.parametrize("switched_on", [False, True])
+def test_the_segment_alerts_setting_gates_the_daily_runs_segment_alerts(e2e_config, embedder, switched_on):
+    """A 16-question gold set (the four e2e questions, each four times), half of it tagged paraphrase, with 25 earlier
+    runs stored in which the paraphrase questions lost their hits after the 20th; then a real run. Off: the segment
+    series are written and alerts.csv holds no segment alert; on: the paraphrase decline alerts, named."""
+    from pipeline.job import run_day
+
+    lines = [json.loads(line) for line in e2e_config.gold.read_text().splitlines()]
+    gold = [{**q, "id": f"{q['id']}-{copy}", "tags": ["paraphrase" if copy % 2 else "easy"]}
+            for copy in range(4) for q in lines]
+    e2e_config.gold.write_text("".join(json.dumps(q) + "\n" for q in gold))
+    values = np.ones((len(gold), 25))
+    values[[i for i, q in enumerate(gold) if q["tags"] == ["paraphrase"]], 20:] = 0.0
+    ids = {f"q{i}": q["id"] for i, q in enumerate(gold)}
+    days = {day(t).isoformat(): (date(2026, 10, 1) + pd.Timedelta(days=t)).isoformat() for t in range(25)}
+    rows = pd.DataFrame([{**r, contract.QUESTION_ID: ids[r[contract.QUESTION_ID]],
+                          contract.RUN_DATE: days[r[contract.RUN_DATE]]}
+                         for p in e2e_config.retrieval.pipelines for k in e2e_config.retrieval.k
+                         for r in outcomes(values, p, k)[0]])
+    for d, group in rows.groupby(contract.RUN_DATE):
+        store.replace_date(e2e_config.data_dir, contract.PER_QUESTION, d, group.to_dict("records"))
+    config = e2e_config.replace(alerts=AlertsConfig(metrics=("hit@5",), segment_alerts=switched_on))
+    run_day(config, date(2026, 11, 4), embedder=embedder, notify=False)
+    assert len(store.read(config.data_dir, contract.SEGMENTS))
+    fired = store.read(config.data_dir, contract.ALERTS)
+    mine = fired[fired[contract.RULE].isin(contract.SEGMENT_RULES)]
+    if not switched_on:
+        assert mine.empty
+    else:
+        assert set(mine[contract.METRIC]) == {"hit@5 tag:paraphrase"}
+        assert mine[contract.MESSAGE].str.startswith("paraphrase questions (8): hit@5 1.00 → ").all()
