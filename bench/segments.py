@@ -107,7 +107,8 @@ def injected(history: pd.DataFrame, ids: Sequence[str], start: pd.Timestamp, sha
     return out
 
 
-def stream_table(stores: Sequence[Path], config: AlertsConfig, segment: str | None, share: float) -> str:
+def stream_table(stores: Sequence[Path], config: AlertsConfig, segment: str | None, share: float,
+                 until: str | None = None) -> str:
     """The ordered null of each stored stream, and the delay to a decline injected in one segment (the given one, else
     the smallest tested tag) half way through its armed runs."""
     lines = [f"Segment rules on ordered real streams (segment_alpha {config.segment_alpha:g}, reference_runs "
@@ -116,6 +117,9 @@ def stream_table(stores: Sequence[Path], config: AlertsConfig, segment: str | No
              "| injected decline | delay (runs) |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for data_dir in stores:
         history, members, days = scored_history(data_dir)
+        if until is not None:  # a stream's null part only (the demo's stable period, before its drift event)
+            days = [d for d in days if d <= pd.Timestamp(until)]
+            history = history[history[RUN_DATE].isin(days)]
         null = ordered_replay(history, members, days, config)
         n_questions = history[QUESTION_ID].nunique()
         tags = [s for s, ids in members.items() if config.segment_min_n <= len(ids) < n_questions]
@@ -187,13 +191,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "their real order, and with a decline injected in one segment")
     parser.add_argument("--segment", default=None, help="with --store: the segment to decline (default: the smallest tested tag)")
     parser.add_argument("--share", type=float, default=0.5, help="with --store: the share of its questions that fail")
+    parser.add_argument("--until", default=None, help="with --store: replay the runs up to this date only")
     parser.add_argument("--reference-runs", type=int, default=None, help="alerts.reference_runs (default: its default)")
     args = parser.parse_args(argv)
     config = AlertsConfig() if args.alpha is None else AlertsConfig(segment_alpha=args.alpha)
     if args.reference_runs is not None:
         config = dataclasses.replace(config, reference_runs=args.reference_runs)
     if args.store is not None:
-        print(stream_table(args.store, config, args.segment, args.share))
+        print(stream_table(args.store, config, args.segment, args.share, args.until))
         return 0
     if not args.gold.exists():
         print(f"error: {args.gold}: gold set not found (--gold)", file=sys.stderr)

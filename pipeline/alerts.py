@@ -144,8 +144,9 @@ RUNBOOK: dict[str, RunbookEntry] = {e.rule: e for e in (
 
 RUNBOOK.update({e.rule: e for e in (
     RunbookEntry(SEGMENT_DROP, "the questions of one segment (a gold tag, or the source or category of their gold "
-                               "documents) fell against the runs just before, while the rest may not have: the drop "
-                               "rule over the segment, Holm-corrected over every segment and series",
+                               "documents) fell over the last runs against the runs just before, more than the rest "
+                               "did: a segment x rest permutation test of the questions' changes, Holm-corrected over "
+                               "every segment and series",
                  "open the Segments page on the segment and drill down to its questions",
                  ("Segments page: the segment's row of the heatmap, and its questions' outcomes on the runs around "
                   "the drop.",
@@ -153,7 +154,7 @@ RUNBOOK.update({e.rule: e for e in (
                   "wording for paraphrase questions, a source, a category), not at the corpus as a whole.",
                   "Questions page: which documents replaced the segment's gold documents in the top k.")),
     RunbookEntry(SEGMENT_SLOW_DRIFT, "the smoothed series of one segment's questions moved away from its reference "
-                                     "period, a decline the overall mean can hide",
+                                     "period more than the rest's did, a decline the overall mean can hide",
                  "open the Segments page on the segment and compare its questions then and now",
                  ("Segments page: when the segment's row began to fade, and which of its questions lost their hits.",
                   "Drift page: what entered the corpus since the reference, in the segment's topic or source.",

@@ -297,7 +297,7 @@ def test_the_banner_summarises_several_segment_alerts_in_one_line():
     rows = alerts_frame([drop, *fired]).astype({contract.RUN_DATE: "datetime64[ns]"})
     items = views.banner_items(views.open_conditions(rows))
     assert [item.line for item in items] == [
-        "drop on dense since 2026-03-20: hit@5 -28.0%",
+        "drop on dense since 2026-03-20: hit rate@5 -28.0%",
         "4 segments declined: paraphrase, stdlib, syntax, … (on hybrid, bm25 since 2026-03-20; each on the Segments "
         "page)"]
     assert items[1].runbook.rule == SEGMENT_SLOW_DRIFT
