@@ -84,7 +84,7 @@ def ordered_replay(history: pd.DataFrame, members: dict[str, tuple[str, ...]], d
         tested = segments.segment_tests(seen, members, config, KS, day)
         armed += bool(tested)
         family = max([family] + [sum(t.rule == r for t in tested) for r in segments.RULE_OF])
-        found = segments.segment_alerts(f"{day:%Y-%m-%d}", day, seen, members, config, KS)
+        found = segments.alerts_of(f"{day:%Y-%m-%d}", tested, config)
         fired += mark_ongoing(found, day, runs[runs[RUN_DATE] <= day],
                               alerts_frame(fired).astype({RUN_DATE: "datetime64[ns]"}))
     new = [a for a in fired if a.new]

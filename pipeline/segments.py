@@ -294,7 +294,11 @@ def segment_alerts(day: str, today: pd.Timestamp, per_question: pd.DataFrame,
     runs, by more than the practical threshold and by more than the rest by as much, significantly by the segment x
     rest interaction test (Holm over the rule's segments x pipelines x series at `segment_alpha`). A change of every
     kind of question is the overall rules' concern, which would otherwise page once per segment."""
-    tested = segment_tests(per_question, members, config, ks, today)
+    return alerts_of(day, segment_tests(per_question, members, config, ks, today), config)
+
+
+def alerts_of(day: str, tested: Sequence[SegmentTest], config: AlertsConfig) -> list[Alert]:
+    """The alerts of a run's segment tests: those that fire, in their own words."""
     n_tests = {rule: sum(t.rule == rule for t in tested) for rule in RULE_OF}
     out = []
     for t in tested:
