@@ -629,3 +629,15 @@ def test_the_overview_banner_and_the_segments_page_show_a_segment_alert_in_its_w
     at = visit(at, "pages/segments.py")
     assert f"{contract.SEGMENT_SLOW_DRIFT} on hybrid: {head}" in [literal(w.value) for w in at.warning]
     assert at.get_by_key("segments_chart") and at.selectbox(key="segments_segment").options
+
+
+def test_the_banner_summarises_several_segment_alerts_in_one_line(history, open_app, tmp_path):
+    rows = [{"rule": contract.SEGMENT_SLOW_DRIFT, "pipeline": "hybrid", "metric": f"hit@5 tag:{tag}", "value": 0.3,
+             "baseline": 0.7, "change_pct": -57.1, "threshold": 10.0, "severity": "alert", "since": "2026-10-26",
+             "message": f"{tag} questions (9): hit@5 0.70 → 0.30 since 2026-10-24; the other 31 flat (hybrid, test)"}
+            for tag in ("paraphrase", "stdlib", "syntax")]
+    at = open_app(with_alerts(history, tmp_path / "segments", rows))
+    lines = banner(at)["error"].splitlines()
+    assert any(line.startswith("- 3 segments declined: paraphrase, stdlib, syntax (on hybrid since 2026-10-26; each "
+                               "on the Segments page) · next: ") for line in lines), lines
+    assert not any("paraphrase questions (9)" in line for line in lines)
