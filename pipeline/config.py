@@ -268,9 +268,9 @@ class AlertsConfig:
     segment_min_n: int = 8
     # Family-wise error per segment rule and run, Holm over every tested segment, pipeline and watched series.
     segment_alpha: float = 0.002
-    # The segment rules page only when asked: calibrated on shuffled null streams, they still fired in the demo's
-    # stable period (a real stream's order is not a shuffle); the series and the Segments page are always written.
-    segment_alerts: bool = False
+    # The segment rules (a segment x rest permutation test, valid on ordered streams) page; false: the series and the
+    # Segments page only.
+    segment_alerts: bool = True
 
     def watched(self, ks: tuple[int, ...]) -> tuple[str, ...]:
         if self.metrics:
