@@ -64,11 +64,13 @@ class ConfigError(DriftwatchError):
 
 @dataclass(frozen=True)
 class SourceConfig:
-    """One feed: an http(s) `url`, or a `path` to a feed file or a folder of dated feed files."""
+    """One feed: an http(s) `url`, or a `path` to a feed file or a folder of dated feed files; or `documents`, a
+    folder of Markdown, HTML, text and PDF files, one document each (pipeline/folder_source.py)."""
 
     name: str
     url: str | None = None
     path: Path | None = None
+    documents: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -640,8 +642,8 @@ def _check(cfg: Config, src: str) -> None:
     for i, s in enumerate(cfg.sources):
         if not s.name.strip():
             raise bad(f"sources[{i}].name", "must not be empty")
-        if (s.url is None) == (s.path is None):
-            raise bad(f"sources[{i}] ({s.name})", "give exactly one of url or path")
+        if [s.url, s.path, s.documents].count(None) != 2:
+            raise bad(f"sources[{i}] ({s.name})", "give exactly one of url, path or documents")
         if s.url is not None and not _is_http(s.url):
             raise bad(f"sources[{i}].url", f"only http(s) URLs are supported, got {s.url!r}")
         if names.count(s.name) > 1:

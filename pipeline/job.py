@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import scipy
 
-from pipeline import answers, contract, drift, indexes, memo, runmemo, segments, signals, store
+from pipeline import answers, contract, drift, folder_source, indexes, memo, runmemo, segments, signals, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
 from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document, chunk_id, chunk_settings
@@ -111,29 +111,39 @@ def ingest(config: Config, corpus: Corpus, run_date: date, deadline: Deadline | 
     for source in config.sources:
         if deadline is not None and deadline.passed():
             log.warning("source %r: not fetched, the run's deadline of %g s has passed", source.name, deadline.seconds)
-            outcomes.append(FeedOutcome(source.name, source.url or str(source.path), [], None, deferred=True))
+            outcomes.append(FeedOutcome(source.name, source.url or str(source.path or source.documents), [], None,
+                                        deferred=True))
             continue
         if source.url is not None and past:
             log.info("source %r: %s is a past run date: replaying the stored corpus, %s not fetched",
                      source.name, run_date, source.url)
             outcomes.append(FeedOutcome(source.name, source.url, [], None, replayed=True))
             continue
-        folder = source.path is not None and source.path.is_dir()
-        known = corpus.known_files(source.name, run_date, settings) if folder else None
+        folder = source.documents is not None or (source.path is not None and source.path.is_dir())
+        kept = f"{settings};{folder_source.READER_VERSION}" if source.documents is not None else settings
+        known = corpus.known_files(source.name, run_date, kept) if folder else None
         ingested = {}
-        for outcome in collect(source.name, url=source.url, path=source.path, run_date=run_date,
-                               http_cache=http_cache, timeout=config.fetch.timeout,
-                               max_bytes=config.fetch.max_bytes, user_agent=config.fetch.user_agent, known=known,
-                               caps=Caps.of(config.fetch)):
+        scan = (folder_source.scan(source.name, source.documents, run_date, known, Caps.of(config.fetch))
+                if source.documents is not None else None)
+        for outcome in scan.outcomes if scan is not None else collect(
+                source.name, url=source.url, path=source.path, run_date=run_date, http_cache=http_cache,
+                timeout=config.fetch.timeout, max_bytes=config.fetch.max_bytes, user_agent=config.fetch.user_agent,
+                known=known, caps=Caps.of(config.fetch)):
             outcomes.append(outcome)
             docs = outcome.documents
             if cutoff is not None:  # do not ingest what retention would delete at once
                 docs = [d for d in docs if d.published is None or d.published.date() >= cutoff]
             clashes += corpus.ingest(docs, run_date)
-            if folder and outcome.ok and not outcome.unchanged:
+            if folder and outcome.ok and not outcome.unchanged and outcome.validator is not None:
                 ingested[outcome.location] = outcome.validator
         if ingested:
-            corpus.record_files(source.name, ingested, run_date, settings)
+            corpus.record_files(source.name, ingested, run_date, kept)
+        if scan is not None and scan.ids is not None and _is_latest(config, run_date):
+            # Only the latest date deletes: a re-run of an earlier date cannot tell when a file went.
+            gone = corpus.source_documents(source.name, run_date) - scan.ids
+            if gone:
+                log.info("source %r: %d files removed from %s", source.name, len(gone), source.documents)
+                corpus.delete(sorted(gone), run_date, f"file removed from {source.documents}")
     if clashes:
         log.warning("%s: %d entries carried an id another entry holds and were stored under namespaced ids",
                     run_date, clashes)
@@ -167,6 +177,8 @@ def _check_sources(config: Config) -> None:
     for source in config.sources:
         if source.path is not None and not source.path.exists():
             raise FeedError(f"source {source.name!r}: {source.path}: no such file or directory")
+        if source.documents is not None and not source.documents.is_dir():
+            raise FeedError(f"source {source.name!r}: documents: {source.documents}: no such folder")
 
 
 def _is_past(config: Config, run_date: date) -> bool:
