@@ -826,7 +826,7 @@ def require_sources(cfg: Config) -> None:
     the dashboard supply or need none; external targets bring their own index)."""
     if not cfg.sources and builtin_pipelines(cfg):
         raise ConfigError(f"{cfg.file or 'the configuration'}: sources: none configured; a run of the builtin "
-                          "pipelines needs at least one [[sources]] table with a name and a url or path")
+                          "pipelines needs at least one [[sources]] table with a name and a url, path or documents")
 
 
 def _model_path(name: str, base: Path) -> str:

@@ -29,6 +29,9 @@ TABLE_NOTES: dict[str, dict[str, str]] = {
         "url": "an http(s) feed (RSS, RDF, Atom or JSON Feed), fetched with conditional GET; one of `url` or `path`",
         "path": ("a feed file, or a folder of dated files `YYYY-MM-DD[-name].xml` (also .rss, .atom, .json) "
                  "replayed up to the run date; relative to this file"),
+        "documents": ("a folder of Markdown, HTML, text and PDF files, one document each (`<name>:<relative/path>`), "
+                      "read recursively; a removed file is deleted that day ([Documents folders](concepts.md"
+                      "#documents-folders)); one of `url`, `path` or `documents`"),
     },
     "targets": {
         "name": "the target's name: the `pipeline` of every series row it gets",

@@ -27,7 +27,7 @@ NOTES: dict[str, dict[str, str]] = {
     "": {
         "data_dir": "corpus.sqlite and the CSV series ($DRIFTWATCH_DATA_DIR overrides)",
         "gold": "the gold set: one JSON question per line",
-        "sources": "one [[sources]] table per feed, with a name and a url or a path",
+        "sources": "one [[sources]] table per feed, with a name and a url or a path, or a documents folder",
         "targets": ("the retrievers watched, each a name and a kind: builtin (a pipeline over the sources), http "
                     "(a search endpoint), python (module:function) or runs (logged results); none: the builtin "
                     "retrieval.pipelines (see \"Your own retriever\" in the documentation)"),
@@ -262,13 +262,17 @@ def starter_toml() -> str:
         "",
         f"# [[sources]]: {top['sources']}: `url` (http/https,",
         "# fetched with conditional GET) or `path` (a feed file, or a folder of dated files YYYY-MM-DD[-name].xml",
-        "# replayed up to the run date). A run needs at least one.",
+        "# replayed up to the run date), or `documents` (a folder of Markdown, HTML, text and PDF files, one",
+        "# document each, e.g. a wiki export). A run needs at least one.",
         "# [[sources]]",
         '# name = "my-feed"',
         '# url = "https://example.org/rss.xml"',
         "# [[sources]]",
         '# name = "archive"',
         '# path = "feeds/archive"',
+        "# [[sources]]",
+        '# name = "wiki"',
+        '# documents = "wiki-export"',
     ]
     sections = section_keys()
     for f in dataclasses.fields(Config):

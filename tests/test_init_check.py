@@ -64,7 +64,7 @@ def test_the_starter_names_every_key_with_a_note():
 def test_the_commented_out_keys_are_valid_when_uncommented(tmp_path):
     active = "\n".join(line[2:] if line.startswith("# ") and " = " in line.split("#")[1] else line
                        for line in starter.starter_toml().splitlines()
-                       if not line.startswith(("# name", "# url", "# path")))
+                       if not line.startswith(("# name", "# url", "# path", "# documents")))
     (tmp_path / "monitor.toml").write_text(active, encoding="utf-8")
     cfg = load_config(tmp_path / "monitor.toml")
     assert cfg.embedder.truncate_dim == 128 and cfg.retrieval.fusion_depth == 50
