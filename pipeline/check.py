@@ -173,11 +173,12 @@ def table(report: CheckReport) -> str:
         lines.append(f"  history  {report.freshness.line}{' (STALE)' if report.freshness.stale else ''}")
     lines += [f"  note: {note}" for note in report.notes]
     width = max([len(p.name) for p in report.probes] + [6])
-    lines += ["", f"  {'status':<8}{'kind':<8}{'name':<{width + 2}}detail"]
+    kinds = max([len(p.kind) + 1 for p in report.probes] + [8])
+    lines += ["", f"  {'status':<8}{'kind':<{kinds}}{'name':<{width + 2}}detail"]
     for p in report.probes:
-        lines.append(f"  {'ok' if p.ok else 'FAILED':<8}{p.kind:<8}{p.name:<{width + 2}}{p.detail}")
-        if not p.ok or p.kind in ("url", "file", "folder"):
-            lines.append(f"  {'':<16}{'':<{width + 2}}{p.location}")
+        lines.append(f"  {'ok' if p.ok else 'FAILED':<8}{p.kind:<{kinds}}{p.name:<{width + 2}}{p.detail}")
+        if not p.ok or p.kind in ("url", "file", "folder", "documents"):
+            lines.append(f"  {'':<{8 + kinds}}{'':<{width + 2}}{p.location}")
     g = report.gold
     total = len(g.found) + g.n_missing
     lines += ["", f"gold set: {g.questions} questions, {len(g.found)} of {total} relevant document ids found"]

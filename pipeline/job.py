@@ -20,7 +20,7 @@ import pandas as pd
 import scipy
 
 from pipeline import answers, contract, drift, folder_source, indexes, memo, runmemo, segments, signals, store
-from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
+from pipeline.alerts import Alert, alerts_frame, evaluate_alerts, plural
 from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document, chunk_id, chunk_settings
 from pipeline.windows import drift_table, window_verdicts
@@ -142,7 +142,7 @@ def ingest(config: Config, corpus: Corpus, run_date: date, deadline: Deadline | 
             # Only the latest date deletes: a re-run of an earlier date cannot tell when a file went.
             gone = corpus.source_documents(source.name, run_date) - scan.ids
             if gone:
-                log.info("source %r: %d files removed from %s", source.name, len(gone), source.documents)
+                log.info("source %r: %s removed from %s", source.name, plural(len(gone), "file"), source.documents)
                 corpus.delete(sorted(gone), run_date, f"file removed from {source.documents}")
     if clashes:
         log.warning("%s: %d entries carried an id another entry holds and were stored under namespaced ids",

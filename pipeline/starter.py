@@ -27,7 +27,7 @@ NOTES: dict[str, dict[str, str]] = {
     "": {
         "data_dir": "corpus.sqlite and the CSV series ($DRIFTWATCH_DATA_DIR overrides)",
         "gold": "the gold set: one JSON question per line",
-        "sources": "one [[sources]] table per feed, with a name and a url or a path, or a documents folder",
+        "sources": "one [[sources]] table per feed or documents folder, with a name and a url, path or documents",
         "targets": ("the retrievers watched, each a name and a kind: builtin (a pipeline over the sources), http "
                     "(a search endpoint), python (module:function) or runs (logged results); none: the builtin "
                     "retrieval.pipelines (see \"Your own retriever\" in the documentation)"),

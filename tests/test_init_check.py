@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.machinery
 import json
 import re
 import shutil
 import time
-import types
 from datetime import date
 from pathlib import Path
 
 import pytest
 
-import pipeline
 from pipeline import starter
-from pipeline.check import Probe
 from pipeline.cli import main
 from pipeline.config import Config, load_config
 from pipeline.corpus import Corpus
