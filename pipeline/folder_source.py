@@ -155,10 +155,11 @@ def read_document(data: bytes, *, source: str, relative: str, modified: float, w
 
 def front_matter(text: str) -> tuple[dict[str, str | list[str]], str]:
     """The `key: value` lines of a leading `---` ... `---` block and the text without it ({} and the text when there
-    is none). A value `[a, b]` or following `- item` lines are a list; quotes around a value are dropped. Not YAML:
-    nested mappings and multi-line strings are not read (their lines are skipped)."""
+    is none: a block without a `key: value` line is a thematic break, kept). A value `[a, b]` or following `- item`
+    lines are a list; quotes around a value are dropped. Not YAML: nested mappings and multi-line strings are not
+    read (their lines are skipped)."""
     match = _FRONT_MATTER.match(text)
-    if match is None:
+    if match is None or not any(_KEY_VALUE.fullmatch(line.rstrip()) for line in match.group(1).splitlines()):
         return {}, text
     meta: dict[str, str | list[str]] = {}
     last: str | None = None

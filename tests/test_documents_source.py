@@ -234,3 +234,5 @@ def test_front_matter_is_key_value_lines_not_yaml():
     meta, body = folder_source.front_matter("---\ndate: 2025-09-03\ncategories:\n  - a\n  - 'b c'\n---\nbody\n")
     assert meta == {"date": "2025-09-03", "categories": ["a", "b c"]} and body == "body\n"
     assert folder_source.front_matter("--- not front matter\n") == ({}, "--- not front matter\n")
+    ruled = "---\nAn opening paragraph between two rules.\n---\nbody\n"
+    assert folder_source.front_matter(ruled) == ({}, ruled)  # no key: value line, so a thematic break, not metadata
