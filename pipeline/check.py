@@ -91,7 +91,8 @@ def probe_sources(config: Config) -> list[Probe]:
     for source in config.sources:
         if source.documents is not None:
             kind, location = "documents", str(source.documents)
-            outcomes = folder_source.scan(source.name, source.documents, EVERYTHING, {}, Caps.of(config.fetch)).outcomes
+            outcomes = folder_source.scan(source.name, source.documents, EVERYTHING, {}, Caps.of(config.fetch),
+                                          source.include).outcomes
         else:
             if source.url is not None:
                 kind, location = "url", source.url

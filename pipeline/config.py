@@ -71,6 +71,7 @@ class SourceConfig:
     url: str | None = None
     path: Path | None = None
     documents: Path | None = None
+    include: tuple[str, ...] | None = None  # documents: fnmatch patterns of the relative paths read (default: all)
 
 
 @dataclass(frozen=True)
@@ -646,6 +647,8 @@ def _check(cfg: Config, src: str) -> None:
             raise bad(f"sources[{i}] ({s.name})", "give exactly one of url, path or documents")
         if s.url is not None and not _is_http(s.url):
             raise bad(f"sources[{i}].url", f"only http(s) URLs are supported, got {s.url!r}")
+        if s.include is not None and s.documents is None:
+            raise bad(f"sources[{i}].include", "selects files of a documents folder: set documents, or remove include")
         if names.count(s.name) > 1:
             raise bad(f"sources[{i}].name", f"duplicate source name {s.name!r}")
 

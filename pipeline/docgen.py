@@ -32,6 +32,8 @@ TABLE_NOTES: dict[str, dict[str, str]] = {
         "documents": ("a folder of Markdown, HTML, text and PDF files, one document each (`<name>:<relative/path>`), "
                       "read recursively; a removed file is deleted that day ([Documents folders](concepts.md"
                       "#documents-folders)); one of `url`, `path` or `documents`"),
+        "include": ("documents only: patterns of the relative paths read, e.g. `[\"manuals/*\", \"*.md\"]` "
+                    "(fnmatch: `*` crosses folders; default: every Markdown, HTML, text and PDF file)"),
     },
     "targets": {
         "name": "the target's name: the `pipeline` of every series row it gets",

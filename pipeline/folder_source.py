@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import fnmatch
 import hashlib
 import io
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from html.parser import HTMLParser
@@ -52,9 +53,10 @@ def document_id(source: str, relative: str) -> str:
     return bounded_id(f"{source}:{relative}")
 
 
-def document_files(folder: Path) -> list[tuple[str, Path]]:
+def document_files(folder: Path, include: Sequence[str] | None = None) -> list[tuple[str, Path]]:
     """(relative posix path, path) of every document file under `folder`, recursively and sorted; hidden files and
-    folders (a leading dot) are skipped. Raises FeedError if the folder cannot be listed."""
+    folders (a leading dot) are skipped, and with `include` so is a file whose relative path matches none of its
+    fnmatch patterns. Raises FeedError if the folder cannot be listed."""
     if not folder.is_dir():
         raise FeedError(f"{folder}: not a folder")
     found: list[tuple[str, Path]] = []
@@ -68,23 +70,27 @@ def document_files(folder: Path) -> list[tuple[str, Path]]:
             if name.startswith(".") or Path(name).suffix.lower() not in DOCUMENT_SUFFIXES:
                 continue
             path = Path(root) / name
-            found.append((path.relative_to(folder).as_posix(), path))
+            relative = path.relative_to(folder).as_posix()
+            if include is None or any(fnmatch.fnmatchcase(relative, pattern) for pattern in include):
+                found.append((relative, path))
     return sorted(found)
 
 
-def scan(name: str, folder: Path, run_date: date, known: Mapping[str, FileValidator], caps: Caps = Caps()) -> Scan:
+def scan(name: str, folder: Path, run_date: date, known: Mapping[str, FileValidator], caps: Caps = Caps(),
+         include: Sequence[str] | None = None) -> Scan:
     """Read the document files of `folder` for `run_date`. A file modified after the end of `run_date` (UTC) is not
     read (a re-run of an earlier date keeps the version the corpus had), nor one whose size and modification time
     are those `known` records (its document is in the corpus already). Never raises for a bad file: an unreadable
-    or empty one is a failed outcome naming it, and its id still counts as present."""
+    or empty one is a failed outcome naming it, and its id still counts as present. `include`: see `document_files`."""
     try:
-        files = document_files(folder)
+        files = document_files(folder, include)
     except FeedError as error:
         return Scan([_failed(name, str(folder), error)], None)
     if not files:
         suffixes = ", ".join(DOCUMENT_SUFFIXES)
-        return Scan([_failed(name, str(folder), FeedError(f"{folder}: no document file ({suffixes}) in the folder"))],
-                    None)
+        wanted = f" matching {', '.join(include)}" if include is not None else ""
+        return Scan([_failed(name, str(folder), FeedError(
+            f"{folder}: no document file ({suffixes}){wanted} in the folder"))], None)
     end = datetime.combine(run_date, datetime.max.time(), tzinfo=timezone.utc).timestamp()
     outcomes = [FeedOutcome(source=name, location=str(folder), documents=[], error=None)]
     for relative, path in files:

@@ -123,8 +123,8 @@ def ingest(config: Config, corpus: Corpus, run_date: date, deadline: Deadline | 
         kept = f"{settings};{folder_source.READER_VERSION}" if source.documents is not None else settings
         known = corpus.known_files(source.name, run_date, kept) if folder else None
         ingested = {}
-        scan = (folder_source.scan(source.name, source.documents, run_date, known, Caps.of(config.fetch))
-                if source.documents is not None else None)
+        scan = (folder_source.scan(source.name, source.documents, run_date, known, Caps.of(config.fetch),
+                                   source.include) if source.documents is not None else None)
         for outcome in scan.outcomes if scan is not None else collect(
                 source.name, url=source.url, path=source.path, run_date=run_date, http_cache=http_cache,
                 timeout=config.fetch.timeout, max_bytes=config.fetch.max_bytes, user_agent=config.fetch.user_agent,

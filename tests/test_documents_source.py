@@ -220,6 +220,21 @@ def test_a_documents_folder_is_validated_and_probed(tmp_path):
     assert (probe.kind, probe.ok, probe.doc_ids) == ("documents", True, frozenset({"wiki:a.md"}))
 
 
+def test_include_selects_files_by_relative_path(tmp_path):
+    for relative in ("manuals/oven.md", "manuals/deep/fan.txt", "notes/todo.md", "top.html"):
+        _write(tmp_path / relative, "# A page\nsome text\n", DAYS[0])
+    ids = lambda include: folder_source.scan(SOURCE, tmp_path, DAYS[0], {}, include=include).ids  # noqa: E731
+    assert ids(["manuals/*"]) == {f"{SOURCE}:manuals/oven.md", f"{SOURCE}:manuals/deep/fan.txt"}  # * crosses "/"
+    assert ids(["*.md"]) == {f"{SOURCE}:manuals/oven.md", f"{SOURCE}:notes/todo.md"}
+    nothing = folder_source.scan(SOURCE, tmp_path, DAYS[0], {}, include=["*.pdf"])
+    assert nothing.ids is None and "no document file" in nothing.outcomes[0].error  # never "every file removed"
+    toml = tmp_path / "monitor.toml"
+    toml.write_text('data_dir = "data"\ngold = "gold.jsonl"\n[[sources]]\nname = "feed"\npath = "x.xml"\n'
+                    'include = ["*.md"]\n')
+    with pytest.raises(ConfigError, match=r"sources\[0\]\.include: selects files of a documents folder"):
+        load_config(toml)
+
+
 @pytest.mark.parametrize("markdown, title", [
     ("# One\n## Two\n", "One"),
     ("Intro\n=====\ntext\n", "Intro"),
