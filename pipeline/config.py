@@ -94,6 +94,8 @@ class TargetConfig:
     python_path: Path | None = None  # python: a folder put first on sys.path (default: the config's folder)
     format: str | None = None  # runs: trec, jsonl or openinference
     path: Path | None = None  # runs: the logged results; "{date}" in it becomes the run date (YYYY-MM-DD)
+    candidate: bool = False  # any kind: a shadow pipeline, compared with `against` (pipeline/canary.py); never pages
+    against: str | None = None  # any kind, a candidate's: the target it is compared with (default: the first watched)
 
 
 # The keys each kind takes besides name and kind; any other is refused.
@@ -104,6 +106,8 @@ TARGET_KEYS = {
     "python": ("function", "python_path"),
     "runs": ("format", "path"),
 }
+# Keys every kind takes: a candidate (a shadow pipeline, pipeline/canary.py) and the target it is compared with.
+CANDIDATE_KEYS = ("candidate", "against")
 TARGET_REQUIRED = {"builtin": (), "http": ("url",), "python": ("function",), "runs": ("format", "path")}
 
 
@@ -407,7 +411,9 @@ class Config:
         if self.embedder.backend == "torch":  # absent for torch, so a config from before backends keeps its hash
             del settings["embedder"]["backend"]
         if self.targets:  # absent when none, so a config from before targets keeps its hash
-            settings["targets"] = [dataclasses.asdict(t) for t in self.targets]
+            # A candidate changes no watched series: adding or dropping one is not a config change.
+            settings["targets"] = [{k: v for k, v in dataclasses.asdict(t).items() if k not in CANDIDATE_KEYS}
+                                   for t in self.targets if not t.candidate]
         blob = json.dumps(settings, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
@@ -714,7 +720,7 @@ def _check_target_tables(raw: dict) -> None:
         kind = table["kind"]
         if kind not in TARGET_KINDS:
             raise ConfigError(f"{where}.kind: unknown kind {kind!r} (valid: {', '.join(TARGET_KINDS)})")
-        valid = ("name", "kind", *TARGET_KEYS[kind])
+        valid = ("name", "kind", *TARGET_KEYS[kind], *CANDIDATE_KEYS)
         unknown = sorted(set(table) - set(valid))
         if unknown:
             raise ConfigError(f"unknown key {where}.{unknown[0]} for kind {kind!r} (valid keys here: "
@@ -760,6 +766,20 @@ def _check_targets(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
             raise bad(f"{key}.function", f"expected module:function, got {t.function!r}")
         if t.kind == "runs" and t.format not in RUN_FORMATS:
             raise bad(f"{key}.format", f"must be one of {', '.join(RUN_FORMATS)}, got {t.format!r}")
+    _check_candidates(cfg, bad)
+
+
+def _check_candidates(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
+    """A candidate is compared with a watched (non-candidate) target; `against` belongs to candidates only."""
+    watched = [t.name for t in cfg.targets if not t.candidate]
+    for i, t in enumerate(cfg.targets):
+        if t.against is not None and not t.candidate:
+            raise bad(f"targets[{i}].against", "only a candidate (candidate = true) is compared against a target")
+        if t.candidate and not watched:
+            raise bad(f"targets[{i}].candidate", "a candidate needs a target that is not one to be compared with")
+        if t.candidate and t.against is not None and t.against not in watched:
+            raise bad(f"targets[{i}].against", f"no watched target {t.against!r}: a candidate is compared with a "
+                                               f"target that is not a candidate (valid: {', '.join(watched)})")
 
 
 def _check_generation(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
@@ -812,6 +832,12 @@ def _check_generate_context(cfg: Config, bad: Callable[[str, str], ConfigError])
 def target_list(cfg: Config) -> tuple[TargetConfig, ...]:
     """The retrievers a run evaluates: the [[targets]], else one builtin target per retrieval.pipelines entry."""
     return cfg.targets or tuple(TargetConfig(name=p, kind="builtin", pipeline=p) for p in cfg.retrieval.pipelines)
+
+
+def candidates(cfg: Config) -> dict[str, str]:
+    """Each candidate target's name -> the target it is compared with (its `against`, else the first watched one)."""
+    watched = [t.name for t in cfg.targets if not t.candidate]
+    return {t.name: t.against or watched[0] for t in cfg.targets if t.candidate and (t.against or watched)}
 
 
 def builtin_pipelines(cfg: Config) -> tuple[str, ...]:
@@ -897,7 +923,8 @@ def to_toml(cfg: Config) -> str:
                                         if v is not None]
     for target in cfg.targets:
         lines += ["", "[[targets]]"] + [f"{k} = {_toml_value(v)}" for k, v in dataclasses.asdict(target).items()
-                                        if v is not None and (k in ("name", "kind") or k in TARGET_KEYS[target.kind])]
+                                        if v is not None and (k in ("name", "kind", *CANDIDATE_KEYS)
+                                                                  or k in TARGET_KEYS[target.kind])]
     for f in dataclasses.fields(cfg):
         section = getattr(cfg, f.name)
         if dataclasses.is_dataclass(section):

@@ -19,18 +19,18 @@ import numpy as np
 import pandas as pd
 import scipy
 
-from pipeline import answers, contract, drift, indexes, memo, runmemo, segments, signals, store
+from pipeline import answers, canary, contract, drift, indexes, memo, runmemo, segments, signals, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
 from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document, chunk_id, chunk_settings
 from pipeline.windows import drift_table, window_verdicts
-from pipeline.config import Config, TargetConfig, builtin_pipelines, require_sources, target_list
+from pipeline.config import Config, TargetConfig, builtin_pipelines, candidates, require_sources, target_list
 from pipeline.corpus import CORPUS_FILE, Corpus
 from pipeline.corpus import check_file as check_corpus
 from pipeline.embeddings import Embedded, Embedder, EmbeddingStopped, embed_cached, locate_model
 from pipeline.exporters import export, with_events
 from pipeline.gold import GoldQuestion, load_gold
-from pipeline.metrics import MEAN_NAMES, METRICS, evaluate
+from pipeline.metrics import MEAN_NAMES, METRICS, default_k, evaluate
 from pipeline.retrieval import RERANKER, Ranking, Reranker, Retriever
 from pipeline.sources import Caps, Document, FeedError, FeedOutcome, collect
 from pipeline.targets import Outcome, Target, evaluate_target, external_targets
@@ -309,6 +309,8 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question:
     data_dir = config.data_dir
     if per_question is None:
         per_question = store.read_per_question(data_dir)
+    watched = functools.partial(_watched, set(candidates(config)))  # a candidate's series never page
+    per_question = watched(per_question)
     runs = store.read_runs(data_dir)
     today = pd.DataFrame([run]).astype({"run_date": "datetime64[ns]"})
     runs = pd.concat([runs[runs["run_date"] != pd.Timestamp(run_date)], today], ignore_index=True)
@@ -317,14 +319,21 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question:
         members = segments.members_on(store.read(data_dir, contract.SEGMENT_QUESTIONS), pd.Timestamp(run_date))
     by_segment = (segments.segment_alerts(run_date.isoformat(), pd.Timestamp(run_date), per_question, members,
                                           config.alerts, config.retrieval.k) if config.alerts.segment_alerts else [])
-    alerts = evaluate_alerts(run_date, store.read_metrics(data_dir), per_question,
+    per_answer, trusted = answers.alert_inputs(config)
+    alerts = evaluate_alerts(run_date, watched(store.read_metrics(data_dir)), per_question,
                              store.read(data_dir, contract.DRIFT), runs, config.alerts, config.retrieval.k,
                              stored[stored["run_date"] < pd.Timestamp(run_date)], config.drift,
-                             store.read(data_dir, contract.TARGETS), *answers.alert_inputs(config),
+                             watched(store.read(data_dir, contract.TARGETS), contract.TARGET),
+                             None if per_answer is None else watched(per_answer), trusted,
                              sources=store.read(data_dir, contract.SOURCES), more=by_segment)
     same_day = stored[stored["run_date"] == pd.Timestamp(run_date)]
     seen = set(zip(same_day["rule"], same_day["pipeline"].fillna(""), same_day["metric"].fillna("")))
     return alerts, [a for a in alerts if a.new and a.key not in seen]
+
+
+def _watched(shadow: set[str], frame: pd.DataFrame, column: str = contract.PIPELINE) -> pd.DataFrame:
+    """The frame without the rows of the `shadow` targets (the candidates): what the alert rules read."""
+    return frame[~frame[column].isin(shadow)] if shadow and column in frame else frame
 
 
 def check_inputs(config: Config, run_date: date, embedder: Embedder, accept_edits: bool = False
@@ -529,6 +538,10 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         ks.save()
         if config.targets:
             store.replace_date(data_dir, contract.TARGETS, run_date, target_rows)
+        if candidates(config) or (data_dir / contract.CANARY).exists():  # a candidate dropped: its date's rows go
+            store.replace_date(data_dir, contract.CANARY, run_date,
+                               canary.canary_rows(run_date.isoformat(), question_rows, candidates(config),
+                                                  default_k(config.retrieval.k)))
         if answered_run is not None:
             answers.write_run(data_dir, run_date, answered_run)
         if config.sources:  # each source's freshness and volume, read from the corpus: a re-run writes the same rows
