@@ -76,7 +76,7 @@ if not canaries.empty:  # the candidates: shadow pipelines that never page (pipe
             st.markdown(f"- {views.escape_markdown(line)}")
     st.caption("Candidate minus the target it is compared with, per question, over the questions both scored: the "
                "mean, its paired t 95% interval and the sign-flip permutation p. A candidate never pages.")
-    st.dataframe(overview_views.canary_table(canaries), key="overview_canary", hide_index=True)
+    ui.table(overview_views.canary_table(canaries), "overview_canary")
 
 st.subheader("Last run")
 last = views.last_run(runs)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from pipeline import contract
 from pipeline.metrics import DEFAULT_METRIC, DEFAULT_WATCHED, REGISTRY, series_name
@@ -38,6 +37,8 @@ def t_interval(diffs: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float
     n = len(diffs)
     if n < 2:
         return math.nan, math.nan
+    from scipy import stats  # here: the pages and the report import this module for its sentence only
+
     mean, se = float(diffs.mean()), float(diffs.std(ddof=1)) / math.sqrt(n)
     half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * se
     return mean - half, mean + half

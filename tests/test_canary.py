@@ -9,7 +9,6 @@ from datetime import date
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy import stats
 
