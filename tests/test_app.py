@@ -212,7 +212,7 @@ def test_overview_and_weekly_review_show_a_candidate_with_its_paired_difference_
             latest.loc[metric, ["n_questions", "mean_diff", "ci_low", "ci_high", "p_value"]].tolist(), nan_ok=True)
     recall = latest.loc["recall"]
     sentence = canary.sentence({**recall, "metric": "recall"})
-    assert sentence.startswith(f"candidate dense: recall@5 ") and f"against hybrid (p " in sentence
+    assert sentence.startswith("candidate dense: recall@5 ") and "against hybrid (p " in sentence
     assert f"{int(recall['n_questions'])} questions)" in sentence
     lines = [literal(m.value) for m in at.get_by_key("overview_canary_lines").markdown]
     assert lines == [f"- {sentence}"]
