@@ -96,16 +96,20 @@ class TargetConfig:
     path: Path | None = None  # runs: the logged results; "{date}" in it becomes the run date (YYYY-MM-DD)
     candidate: bool = False  # any kind: a shadow pipeline, compared with `against` (pipeline/canary.py); never pages
     against: str | None = None  # any kind, a candidate's: the target it is compared with (default: the first watched)
+    truncate_dim: int | None = None  # builtin candidate: its own embedder.truncate_dim (its own vectors and index)
+    backend: str | None = None  # builtin candidate: its own embedder.backend (torch, onnx or onnx-int8)
 
 
 # The keys each kind takes besides name and kind; any other is refused.
 TARGET_KEYS = {
-    "builtin": ("pipeline",),
+    "builtin": ("pipeline", "truncate_dim", "backend"),
     "http": ("url", "body", "hits", "id", "score", "text", "headers", "timeout", "retries", "concurrency",
              "max_bytes"),
     "python": ("function", "python_path"),
     "runs": ("format", "path"),
 }
+# A builtin candidate's embedder settings: the next configuration, searched over the same corpus (pipeline/canary.py).
+EMBEDDER_OVERRIDES = ("truncate_dim", "backend")
 # Keys every kind takes: a candidate (a shadow pipeline, pipeline/canary.py) and the target it is compared with.
 CANDIDATE_KEYS = ("candidate", "against")
 TARGET_REQUIRED = {"builtin": (), "http": ("url",), "python": ("function",), "runs": ("format", "path")}
@@ -412,7 +416,8 @@ class Config:
             del settings["embedder"]["backend"]
         if self.targets:  # absent when none, so a config from before targets keeps its hash
             # A candidate changes no watched series: adding or dropping one is not a config change.
-            settings["targets"] = [{k: v for k, v in dataclasses.asdict(t).items() if k not in CANDIDATE_KEYS}
+            settings["targets"] = [{k: v for k, v in dataclasses.asdict(t).items()
+                                    if k not in (*CANDIDATE_KEYS, *EMBEDDER_OVERRIDES)}
                                    for t in self.targets if not t.candidate]
         blob = json.dumps(settings, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -777,6 +782,14 @@ def _check_candidates(cfg: Config, bad: Callable[[str, str], ConfigError]) -> No
             raise bad(f"targets[{i}].against", "only a candidate (candidate = true) is compared against a target")
         if t.candidate and not watched:
             raise bad(f"targets[{i}].candidate", "a candidate needs a target that is not one to be compared with")
+        overrides = [k for k in EMBEDDER_OVERRIDES if getattr(t, k) is not None]
+        if overrides and not t.candidate:
+            raise bad(f"targets[{i}].{overrides[0]}", "only a candidate (candidate = true) has its own embedder "
+                                                      "settings; the watched pipelines take [embedder]'s")
+        if t.truncate_dim is not None and not 0 < t.truncate_dim <= MAX_TRUNCATE_DIM:
+            raise bad(f"targets[{i}].truncate_dim", f"must be > 0 and <= {MAX_TRUNCATE_DIM}")
+        if t.backend is not None and t.backend not in BACKENDS:
+            raise bad(f"targets[{i}].backend", f"must be one of {', '.join(BACKENDS)}, got {t.backend!r}")
         if t.candidate and t.against is not None and t.against not in watched:
             raise bad(f"targets[{i}].against", f"no watched target {t.against!r}: a candidate is compared with a "
                                                f"target that is not a candidate (valid: {', '.join(watched)})")
@@ -840,15 +853,21 @@ def candidates(cfg: Config) -> dict[str, str]:
     return {t.name: t.against or watched[0] for t in cfg.targets if t.candidate and (t.against or watched)}
 
 
+def own_embedder(target: TargetConfig) -> bool:
+    """A builtin candidate with embedder settings of its own: searched over its own vectors, not the run's index."""
+    return target.kind == "builtin" and any(getattr(target, k) is not None for k in EMBEDDER_OVERRIDES)
+
+
 def builtin_pipelines(cfg: Config) -> tuple[str, ...]:
-    """The builtin pipelines the targets need (each once), in target order."""
-    return tuple(dict.fromkeys(t.pipeline or t.name for t in target_list(cfg) if t.kind == "builtin"))
+    """The builtin pipelines the targets need over the run's index (each once), in target order."""
+    return tuple(dict.fromkeys(t.pipeline or t.name for t in target_list(cfg)
+                               if t.kind == "builtin" and not own_embedder(t)))
 
 
 def require_sources(cfg: Config) -> None:
     """Refuse a config without sources for a run that needs a corpus: one with a builtin target (eval, demo and
     the dashboard supply or need none; external targets bring their own index)."""
-    if not cfg.sources and builtin_pipelines(cfg):
+    if not cfg.sources and any(t.kind == "builtin" for t in target_list(cfg)):
         raise ConfigError(f"{cfg.file or 'the configuration'}: sources: none configured; a run of the builtin "
                           "pipelines needs at least one [[sources]] table with a name and a url or path")
 

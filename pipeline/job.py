@@ -24,10 +24,11 @@ from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
 from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document, chunk_id, chunk_settings
 from pipeline.windows import drift_table, window_verdicts
-from pipeline.config import Config, TargetConfig, builtin_pipelines, candidates, require_sources, target_list
+from pipeline.config import (EMBEDDER_OVERRIDES, Config, TargetConfig, builtin_pipelines, candidates, own_embedder,
+                             require_sources, target_list)
 from pipeline.corpus import CORPUS_FILE, Corpus
 from pipeline.corpus import check_file as check_corpus
-from pipeline.embeddings import Embedded, Embedder, EmbeddingStopped, embed_cached, locate_model
+from pipeline.embeddings import Embedded, Embedder, EmbedderError, EmbeddingStopped, embed_cached, locate_model
 from pipeline.exporters import export, with_events
 from pipeline.gold import GoldQuestion, load_gold
 from pipeline.metrics import MEAN_NAMES, METRICS, default_k, evaluate
@@ -331,6 +332,32 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question:
     return alerts, [a for a in alerts if a.new and a.key not in seen]
 
 
+def own_index_outcome(config: Config, target: TargetConfig, corpus: Corpus, run_date: date,
+                      gold: Sequence[GoldQuestion], deadline: Deadline) -> Outcome:
+    """A builtin candidate's rankings with its own embedder settings (`config.EMBEDDER_OVERRIDES`): the corpus's
+    chunks embedded by it (through the embedding cache, keyed by its own model key: only new text is encoded) and
+    searched by an index built in memory for the run; a deadline that stops its embedding fails it for the day."""
+    t0 = time.perf_counter()
+    embedder = Embedder(dataclasses.replace(config.embedder, **{k: getattr(target, k) for k in EMBEDDER_OVERRIDES
+                                                                 if getattr(target, k) is not None}))
+    pipeline = target.pipeline or target.name
+    _, chunks, _ = corpus_chunks(config, corpus, run_date, {})
+    try:
+        vectors = embed_cached(corpus, embedder, [c.text for c in chunks], stop=deadline.passed).vectors
+    except EmbeddingStopped as stopped:
+        return Outcome(target.name, target.kind, None, round(time.perf_counter() - t0, 3),
+                       f"deadline {deadline.seconds:g} s passed with {stopped.left:,} chunk texts not embedded by "
+                       f"{embedder.key}")
+    except EmbedderError as exc:  # its model or backend cannot be had: the candidate fails, the run goes on
+        return Outcome(target.name, target.kind, None, round(time.perf_counter() - t0, 3), str(exc))
+    questions = [q.question for q in gold]
+    own = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=(pipeline,)))
+    reranker = Reranker(config.rerank, config.embedder.device) if pipeline == "hybrid_rerank" else None
+    rankings = Retriever(chunks, vectors, own, reranker).search(pipeline, questions,
+                                                                embed_cached(corpus, embedder, questions).vectors)
+    return Outcome(target.name, target.kind, rankings, round(time.perf_counter() - t0, 3))
+
+
 def _watched(shadow: set[str], frame: pd.DataFrame, column: str = contract.PIPELINE) -> pd.DataFrame:
     """The frame without the rows of the `shadow` targets (the candidates): what the alert rules read."""
     return frame[~frame[column].isin(shadow)] if shadow and column in frame else frame
@@ -490,8 +517,11 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         ranked_by_target: dict[str, list[Ranking]] = {}
         # The top-1 KS tests of a re-run are those of the run before (and scipy.stats, 1 s to import, is not needed).
         ks = memo.Calls(data_dir, "top1_ks", scipy=scipy.__version__)
+        if evaluate:  # a builtin candidate with its own embedder: its own vectors and index over the same corpus
+            answered.update({t.name: own_index_outcome(config, t, corpus, run_date, gold, deadline)
+                             for t in target_list(config) if own_embedder(t)})
         for target in target_list(config) if evaluate else ():  # a run the deadline stopped has no rankings
-            if target.kind == "builtin":
+            if target.kind == "builtin" and not own_embedder(target):
                 pipeline = target.pipeline or target.name
                 metric_rows += [{**r, "pipeline": target.name} for r in by_pipeline_metrics[pipeline]]
                 question_rows += [{**r, "pipeline": target.name} for r in by_pipeline_questions[pipeline]]

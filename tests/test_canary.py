@@ -15,6 +15,8 @@ from scipy import stats
 from bench import _streams
 from pipeline import canary, contract, store
 from pipeline.config import Config, ConfigError, TargetConfig, candidates, load_config
+from pipeline.chunking import chunk_documents
+from pipeline.corpus import Corpus, text_hash
 from pipeline.gate import judge
 from pipeline.gold import load_gold
 from pipeline.job import evaluate_pipelines, evaluate_run_alerts, run_day
@@ -100,6 +102,12 @@ TABLES = ('[[targets]]\nname = "hybrid"\nkind = "builtin"\n'
      "targets[3].against: no watched target 'c'"),
     ('[[targets]]\nname = "c"\nkind = "builtin"\npipeline = "dense"\nagainst = "bm25"\n',
      "targets[2].against: only a candidate"),
+    ('[[targets]]\nname = "c"\nkind = "builtin"\npipeline = "dense"\ntruncate_dim = 64\n',
+     "targets[2].truncate_dim: only a candidate (candidate = true) has its own embedder settings"),
+    ('[[targets]]\nname = "c"\nkind = "builtin"\npipeline = "dense"\ncandidate = true\nbackend = "tpu"\n',
+     "targets[2].backend: must be one of torch, onnx, onnx-int8"),
+    ('[[targets]]\nname = "c"\nkind = "python"\nfunction = "m:f"\ncandidate = true\ntruncate_dim = 64\n',
+     "unknown key targets[2] (c).truncate_dim for kind 'python'"),
 ])
 def test_bad_candidates_are_refused_naming_the_key(tmp_path, body, message):
     path = tmp_path / "monitor.toml"
@@ -240,3 +248,28 @@ def test_a_candidate_whose_per_question_series_collapses_gets_no_drop_alert(tmp_
     assert (contract.DROP, "dense") in fired(config)
     shadow = config.replace(targets=tuple(replace(t, candidate=t.name == "dense") for t in config.targets))
     assert not [rule for rule, pipeline in fired(shadow) if pipeline == "dense"]
+
+
+def test_a_builtin_candidate_with_its_own_truncation_searches_its_own_vectors(e2e_config, embedder):
+    """dense with truncate_dim = 64 against dense: its top 5 are those of an exact search over the full vectors cut
+    to 64 dimensions and normalised again (what the truncating model gives), collapsed to documents."""
+    config = e2e_config.replace(targets=(TargetConfig(name="dense", kind="builtin"),
+                                         TargetConfig(name="dense64", kind="builtin", pipeline="dense",
+                                                      truncate_dim=64, candidate=True)))
+    run_day(config, DAY, embedder=embedder)
+    with Corpus.in_dir(config.data_dir) as corpus:
+        chunks = chunk_documents(config, corpus.snapshot(DAY))
+        cached = corpus.cached_embeddings(f"{embedder.key}@dim64", [text_hash(c.text) for c in chunks])
+    assert len(cached) == len(chunks) and {v.shape for v in cached.values()} == {(64,)}  # its own vectors, kept
+
+    def cut(vectors: np.ndarray) -> np.ndarray:
+        vectors = vectors[:, :64]
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    gold = load_gold(config.gold)
+    scores = cut(embedder.encode([q.question for q in gold])) @ cut(embedder.encode([c.text for c in chunks])).T
+    per_q = store.read_per_question(config.data_dir).query("pipeline == 'dense64' and k == 5").set_index("question_id")
+    for q, row in zip(gold, scores):
+        ranked = list(dict.fromkeys(chunks[i].doc_id for i in np.argsort(-row, kind="stable")))[:5]
+        assert store.split_ids(per_q.loc[q.id, "retrieved"]) == ranked
+    rows = store.read(config.data_dir, contract.CANARY)
+    assert set(rows[contract.AGAINST]) == {"dense"} and (rows[contract.N_QUESTIONS] == 4).all()
