@@ -111,8 +111,9 @@ def sentence(row: Mapping) -> str:
         return f"{head} not compared against {row[contract.AGAINST]} ({questions} scored by both)"
     half = (row[contract.CI_HIGH] - row[contract.CI_LOW]) / 2
     mean = f"{row[contract.MEAN_DIFF]:+.3f}".replace("-", "\u2212")
+    p = row[contract.P_VALUE]
     return (f"{head} {mean} \u00b1 {half:.3f} against {row[contract.AGAINST]} "
-            f"(p {row[contract.P_VALUE]:.2g}, {questions})")
+            f"({'p < 0.001' if p < 0.001 else f'p {p:.2g}'}, {questions})")
 
 
 def latest_sentences(canary: pd.DataFrame, metric: str = DEFAULT_METRIC) -> list[str]:

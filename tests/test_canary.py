@@ -86,6 +86,7 @@ def test_the_sentence_gives_difference_interval_p_and_questions():
                                     "(p 0.021, 40 questions)")
     assert canary.sentence({**row, contract.METRIC: "ndcg", contract.MEAN_DIFF: 0.02}).startswith(
         "candidate onnx: nDCG@5 +0.020 \u00b1")
+    assert canary.sentence({**row, contract.P_VALUE: 5e-05}).endswith("(p < 0.001, 40 questions)")
     assert canary.sentence({**row, contract.N_QUESTIONS: 1, contract.CI_LOW: math.nan}) == \
         "candidate onnx: recall@5 not compared against hybrid (1 question scored by both)"
 
