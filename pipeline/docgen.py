@@ -51,7 +51,8 @@ TABLE_NOTES: dict[str, dict[str, str]] = {
         "python_path": "a folder put first on sys.path (default: this file's folder)",
         "format": "trec, jsonl or openinference",
         "path": "the logged results; `{date}` in it becomes the run date (YYYY-MM-DD)",
-        "truncate_dim": "a candidate's own `embedder.truncate_dim`: its own vectors (cached) and index over the same corpus",
+        "truncate_dim": ("a candidate's own `embedder.truncate_dim`: its own vectors (cached) and index over the same "
+                         "corpus"),
         "backend": "a candidate's own `embedder.backend` (torch, onnx or onnx-int8): its own vectors and index",
         "candidate": ("true: a shadow pipeline, evaluated every run and compared with `against` in canary.csv; "
                       "it never pages, gates or notifies"),
