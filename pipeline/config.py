@@ -97,16 +97,24 @@ class TargetConfig:
     python_path: Path | None = None  # python: a folder put first on sys.path (default: the config's folder)
     format: str | None = None  # runs: trec, jsonl or openinference
     path: Path | None = None  # runs: the logged results; "{date}" in it becomes the run date (YYYY-MM-DD)
+    candidate: bool = False  # any kind: a shadow pipeline, compared with `against` (pipeline/canary.py); never pages
+    against: str | None = None  # any kind, a candidate's: the target it is compared with (default: the first watched)
+    truncate_dim: int | None = None  # builtin candidate: its own embedder.truncate_dim (its own vectors and index)
+    backend: str | None = None  # builtin candidate: its own embedder.backend (torch, onnx or onnx-int8)
 
 
 # The keys each kind takes besides name and kind; any other is refused.
 TARGET_KEYS = {
-    "builtin": ("pipeline",),
+    "builtin": ("pipeline", "truncate_dim", "backend"),
     "http": ("url", "body", "hits", "id", "score", "text", "headers", "timeout", "retries", "concurrency",
              "max_bytes"),
     "python": ("function", "python_path"),
     "runs": ("format", "path"),
 }
+# A builtin candidate's embedder settings: the next configuration, searched over the same corpus (pipeline/canary.py).
+EMBEDDER_OVERRIDES = ("truncate_dim", "backend")
+# Keys every kind takes: a candidate (a shadow pipeline, pipeline/canary.py) and the target it is compared with.
+CANDIDATE_KEYS = ("candidate", "against")
 TARGET_REQUIRED = {"builtin": (), "http": ("url",), "python": ("function",), "runs": ("format", "path")}
 
 
@@ -410,7 +418,10 @@ class Config:
         if self.embedder.backend == "torch":  # absent for torch, so a config from before backends keeps its hash
             del settings["embedder"]["backend"]
         if self.targets:  # absent when none, so a config from before targets keeps its hash
-            settings["targets"] = [dataclasses.asdict(t) for t in self.targets]
+            # A candidate changes no watched series: adding or dropping one is not a config change.
+            settings["targets"] = [{k: v for k, v in dataclasses.asdict(t).items()
+                                    if k not in (*CANDIDATE_KEYS, *EMBEDDER_OVERRIDES)}
+                                   for t in self.targets if not t.candidate]
         blob = json.dumps(settings, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
@@ -719,7 +730,7 @@ def _check_target_tables(raw: dict) -> None:
         kind = table["kind"]
         if kind not in TARGET_KINDS:
             raise ConfigError(f"{where}.kind: unknown kind {kind!r} (valid: {', '.join(TARGET_KINDS)})")
-        valid = ("name", "kind", *TARGET_KEYS[kind])
+        valid = ("name", "kind", *TARGET_KEYS[kind], *CANDIDATE_KEYS)
         unknown = sorted(set(table) - set(valid))
         if unknown:
             raise ConfigError(f"unknown key {where}.{unknown[0]} for kind {kind!r} (valid keys here: "
@@ -765,6 +776,28 @@ def _check_targets(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
             raise bad(f"{key}.function", f"expected module:function, got {t.function!r}")
         if t.kind == "runs" and t.format not in RUN_FORMATS:
             raise bad(f"{key}.format", f"must be one of {', '.join(RUN_FORMATS)}, got {t.format!r}")
+    _check_candidates(cfg, bad)
+
+
+def _check_candidates(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
+    """A candidate is compared with a watched (non-candidate) target; `against` belongs to candidates only."""
+    watched = [t.name for t in cfg.targets if not t.candidate]
+    for i, t in enumerate(cfg.targets):
+        if t.against is not None and not t.candidate:
+            raise bad(f"targets[{i}].against", "only a candidate (candidate = true) is compared against a target")
+        if t.candidate and not watched:
+            raise bad(f"targets[{i}].candidate", "a candidate needs a target that is not one to be compared with")
+        overrides = [k for k in EMBEDDER_OVERRIDES if getattr(t, k) is not None]
+        if overrides and not t.candidate:
+            raise bad(f"targets[{i}].{overrides[0]}", "only a candidate (candidate = true) has its own embedder "
+                                                      "settings; the watched pipelines take [embedder]'s")
+        if t.truncate_dim is not None and not 0 < t.truncate_dim <= MAX_TRUNCATE_DIM:
+            raise bad(f"targets[{i}].truncate_dim", f"must be > 0 and <= {MAX_TRUNCATE_DIM}")
+        if t.backend is not None and t.backend not in BACKENDS:
+            raise bad(f"targets[{i}].backend", f"must be one of {', '.join(BACKENDS)}, got {t.backend!r}")
+        if t.candidate and t.against is not None and t.against not in watched:
+            raise bad(f"targets[{i}].against", f"no watched target {t.against!r}: a candidate is compared with a "
+                                               f"target that is not a candidate (valid: {', '.join(watched)})")
 
 
 def _check_generation(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
@@ -819,15 +852,27 @@ def target_list(cfg: Config) -> tuple[TargetConfig, ...]:
     return cfg.targets or tuple(TargetConfig(name=p, kind="builtin", pipeline=p) for p in cfg.retrieval.pipelines)
 
 
+def candidates(cfg: Config) -> dict[str, str]:
+    """Each candidate target's name -> the target it is compared with (its `against`, else the first watched one)."""
+    watched = [t.name for t in cfg.targets if not t.candidate]
+    return {t.name: t.against or watched[0] for t in cfg.targets if t.candidate and (t.against or watched)}
+
+
+def own_embedder(target: TargetConfig) -> bool:
+    """A builtin candidate with embedder settings of its own: searched over its own vectors, not the run's index."""
+    return target.kind == "builtin" and any(getattr(target, k) is not None for k in EMBEDDER_OVERRIDES)
+
+
 def builtin_pipelines(cfg: Config) -> tuple[str, ...]:
-    """The builtin pipelines the targets need (each once), in target order."""
-    return tuple(dict.fromkeys(t.pipeline or t.name for t in target_list(cfg) if t.kind == "builtin"))
+    """The builtin pipelines the targets need over the run's index (each once), in target order."""
+    return tuple(dict.fromkeys(t.pipeline or t.name for t in target_list(cfg)
+                               if t.kind == "builtin" and not own_embedder(t)))
 
 
 def require_sources(cfg: Config) -> None:
     """Refuse a config without sources for a run that needs a corpus: one with a builtin target (eval, demo and
     the dashboard supply or need none; external targets bring their own index)."""
-    if not cfg.sources and builtin_pipelines(cfg):
+    if not cfg.sources and any(t.kind == "builtin" for t in target_list(cfg)):
         raise ConfigError(f"{cfg.file or 'the configuration'}: sources: none configured; a run of the builtin "
                           "pipelines needs at least one [[sources]] table with a name and a url, path or documents")
 
@@ -902,7 +947,8 @@ def to_toml(cfg: Config) -> str:
                                         if v is not None]
     for target in cfg.targets:
         lines += ["", "[[targets]]"] + [f"{k} = {_toml_value(v)}" for k, v in dataclasses.asdict(target).items()
-                                        if v is not None and (k in ("name", "kind") or k in TARGET_KEYS[target.kind])]
+                                        if v is not None and (k in ("name", "kind", *CANDIDATE_KEYS)
+                                                                  or k in TARGET_KEYS[target.kind])]
     for f in dataclasses.fields(cfg):
         section = getattr(cfg, f.name)
         if dataclasses.is_dataclass(section):

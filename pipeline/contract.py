@@ -188,3 +188,14 @@ TEXT_COLUMNS = TEXT_COLUMNS | {SEGMENT}
 # A segment's name is its kind and its value: "tag:paraphrase", "source:peps", "category:Standards Track".
 SEGMENT_TAG, SEGMENT_SOURCE, SEGMENT_CATEGORY = "tag", "source", "category"
 SEGMENT_KINDS = (SEGMENT_TAG, SEGMENT_SOURCE, SEGMENT_CATEGORY)
+
+# --- the canary (pipeline/canary.py): a candidate target against the target it would replace -------------------
+
+CANARY = "canary.csv"  # per run, candidate and headline metric at default_k: the paired per-question difference
+CANARY_COLUMNS = ("run_date", "candidate", "against", "metric", "k", "n_questions", "mean_diff", "ci_low", "ci_high",
+                  "p_value")
+SCHEMAS[CANARY] = CANARY_COLUMNS
+CANDIDATE, AGAINST, N_QUESTIONS = "candidate", "against", "n_questions"
+MEAN_DIFF, CI_LOW, CI_HIGH, P_VALUE = "mean_diff", "ci_low", "ci_high", "p_value"
+TEXT_COLUMNS = TEXT_COLUMNS | {CANDIDATE, AGAINST}
+TARGET = "target"  # targets.csv's column naming the target (a candidate's rows there never page either)

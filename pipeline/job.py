@@ -19,18 +19,19 @@ import numpy as np
 import pandas as pd
 import scipy
 
-from pipeline import answers, contract, drift, folder_source, indexes, memo, runmemo, segments, signals, store
+from pipeline import answers, canary, contract, drift, folder_source, indexes, memo, runmemo, segments, signals, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts, plural
 from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document, chunk_id, chunk_settings
 from pipeline.windows import drift_table, window_verdicts
-from pipeline.config import Config, TargetConfig, builtin_pipelines, require_sources, target_list
+from pipeline.config import (EMBEDDER_OVERRIDES, Config, TargetConfig, builtin_pipelines, candidates, own_embedder,
+                             require_sources, target_list)
 from pipeline.corpus import CORPUS_FILE, Corpus
 from pipeline.corpus import check_file as check_corpus
-from pipeline.embeddings import Embedded, Embedder, EmbeddingStopped, embed_cached, locate_model
+from pipeline.embeddings import Embedded, Embedder, EmbedderError, EmbeddingStopped, embed_cached, locate_model
 from pipeline.exporters import export, with_events
 from pipeline.gold import GoldQuestion, load_gold
-from pipeline.metrics import MEAN_NAMES, METRICS, evaluate
+from pipeline.metrics import MEAN_NAMES, METRICS, default_k, evaluate
 from pipeline.retrieval import RERANKER, Ranking, Reranker, Retriever
 from pipeline.sources import Caps, Document, FeedError, FeedOutcome, collect
 from pipeline.targets import Outcome, Target, evaluate_target, external_targets
@@ -321,6 +322,8 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question:
     data_dir = config.data_dir
     if per_question is None:
         per_question = store.read_per_question(data_dir)
+    watched = functools.partial(_watched, set(candidates(config)))  # a candidate's series never page
+    per_question = watched(per_question)
     runs = store.read_runs(data_dir)
     today = pd.DataFrame([run]).astype({"run_date": "datetime64[ns]"})
     runs = pd.concat([runs[runs["run_date"] != pd.Timestamp(run_date)], today], ignore_index=True)
@@ -329,14 +332,47 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question:
         members = segments.members_on(store.read(data_dir, contract.SEGMENT_QUESTIONS), pd.Timestamp(run_date))
     by_segment = (segments.segment_alerts(run_date.isoformat(), pd.Timestamp(run_date), per_question, members,
                                           config.alerts, config.retrieval.k) if config.alerts.segment_alerts else [])
-    alerts = evaluate_alerts(run_date, store.read_metrics(data_dir), per_question,
+    per_answer, trusted = answers.alert_inputs(config)
+    alerts = evaluate_alerts(run_date, watched(store.read_metrics(data_dir)), per_question,
                              store.read(data_dir, contract.DRIFT), runs, config.alerts, config.retrieval.k,
                              stored[stored["run_date"] < pd.Timestamp(run_date)], config.drift,
-                             store.read(data_dir, contract.TARGETS), *answers.alert_inputs(config),
+                             watched(store.read(data_dir, contract.TARGETS), contract.TARGET),
+                             None if per_answer is None else watched(per_answer), trusted,
                              sources=store.read(data_dir, contract.SOURCES), more=by_segment)
     same_day = stored[stored["run_date"] == pd.Timestamp(run_date)]
     seen = set(zip(same_day["rule"], same_day["pipeline"].fillna(""), same_day["metric"].fillna("")))
     return alerts, [a for a in alerts if a.new and a.key not in seen]
+
+
+def own_index_outcome(config: Config, target: TargetConfig, corpus: Corpus, run_date: date,
+                      gold: Sequence[GoldQuestion], deadline: Deadline) -> Outcome:
+    """A builtin candidate's rankings with its own embedder settings (`config.EMBEDDER_OVERRIDES`): the corpus's
+    chunks embedded by it (through the embedding cache, keyed by its own model key: only new text is encoded) and
+    searched by an index built in memory for the run; a deadline that stops its embedding fails it for the day."""
+    t0 = time.perf_counter()
+    embedder = Embedder(dataclasses.replace(config.embedder, **{k: getattr(target, k) for k in EMBEDDER_OVERRIDES
+                                                                 if getattr(target, k) is not None}))
+    pipeline = target.pipeline or target.name
+    _, chunks, _ = corpus_chunks(config, corpus, run_date, {})
+    try:
+        vectors = embed_cached(corpus, embedder, [c.text for c in chunks], stop=deadline.passed).vectors
+    except EmbeddingStopped as stopped:
+        return Outcome(target.name, target.kind, None, round(time.perf_counter() - t0, 3),
+                       f"deadline {deadline.seconds:g} s passed with {stopped.left:,} chunk texts not embedded by "
+                       f"{embedder.key}")
+    except EmbedderError as exc:  # its model or backend cannot be had: the candidate fails, the run goes on
+        return Outcome(target.name, target.kind, None, round(time.perf_counter() - t0, 3), str(exc))
+    questions = [q.question for q in gold]
+    own = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=(pipeline,)))
+    reranker = Reranker(config.rerank, config.embedder.device) if pipeline == "hybrid_rerank" else None
+    rankings = Retriever(chunks, vectors, own, reranker).search(pipeline, questions,
+                                                                embed_cached(corpus, embedder, questions).vectors)
+    return Outcome(target.name, target.kind, rankings, round(time.perf_counter() - t0, 3))
+
+
+def _watched(shadow: set[str], frame: pd.DataFrame, column: str = contract.PIPELINE) -> pd.DataFrame:
+    """The frame without the rows of the `shadow` targets (the candidates): what the alert rules read."""
+    return frame[~frame[column].isin(shadow)] if shadow and column in frame else frame
 
 
 def check_inputs(config: Config, run_date: date, embedder: Embedder, accept_edits: bool = False
@@ -493,8 +529,11 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         ranked_by_target: dict[str, list[Ranking]] = {}
         # The top-1 KS tests of a re-run are those of the run before (and scipy.stats, 1 s to import, is not needed).
         ks = memo.Calls(data_dir, "top1_ks", scipy=scipy.__version__)
+        if evaluate:  # a builtin candidate with its own embedder: its own vectors and index over the same corpus
+            answered.update({t.name: own_index_outcome(config, t, corpus, run_date, gold, deadline)
+                             for t in target_list(config) if own_embedder(t)})
         for target in target_list(config) if evaluate else ():  # a run the deadline stopped has no rankings
-            if target.kind == "builtin":
+            if target.kind == "builtin" and not own_embedder(target):
                 pipeline = target.pipeline or target.name
                 metric_rows += [{**r, "pipeline": target.name} for r in by_pipeline_metrics[pipeline]]
                 question_rows += [{**r, "pipeline": target.name} for r in by_pipeline_questions[pipeline]]
@@ -541,6 +580,10 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         ks.save()
         if config.targets:
             store.replace_date(data_dir, contract.TARGETS, run_date, target_rows)
+        if candidates(config) or (data_dir / contract.CANARY).exists():  # a candidate dropped: its date's rows go
+            store.replace_date(data_dir, contract.CANARY, run_date,
+                               canary.canary_rows(run_date.isoformat(), question_rows, candidates(config),
+                                                  default_k(config.retrieval.k)))
         if answered_run is not None:
             answers.write_run(data_dir, run_date, answered_run)
         if config.sources:  # each source's freshness and volume, read from the corpus: a re-run writes the same rows

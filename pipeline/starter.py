@@ -153,7 +153,7 @@ NOTES: dict[str, dict[str, str]] = {
         "api_key_env": "NAME of the environment variable holding the API key (default: no key)",
         "temperature": "of every generation and judge call",
         "max_tokens": "per completion",
-        "pipeline": "generate: the target whose top k is the context (default: the first)",
+        "pipeline": "generate: the target whose top k is the context (default: the first non-candidate)",
         "k": "generate: documents in the context",
         "judge": "judge the answers with the LLM (default: when base_url is set)",
         "judge_model": "the judge's model at base_url (default: model)",
