@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import scipy
 
-from pipeline import answers, contract, drift, indexes, memo, runmemo, segments, signals, store
+from pipeline import answers, contract, drift, index_health, indexes, memo, runmemo, segments, signals, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
 from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document, chunk_id, chunk_settings
@@ -321,7 +321,9 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question:
                              store.read(data_dir, contract.DRIFT), runs, config.alerts, config.retrieval.k,
                              stored[stored["run_date"] < pd.Timestamp(run_date)], config.drift,
                              store.read(data_dir, contract.TARGETS), *answers.alert_inputs(config),
-                             sources=store.read(data_dir, contract.SOURCES), more=by_segment)
+                             sources=store.read(data_dir, contract.SOURCES),
+                             more=by_segment + index_health.index_alerts(run_date.isoformat(), pd.Timestamp(run_date),
+                                                                         store.read(data_dir, contract.INDEX_HEALTH)))
     same_day = stored[stored["run_date"] == pd.Timestamp(run_date)]
     seen = set(zip(same_day["rule"], same_day["pipeline"].fillna(""), same_day["metric"].fillna("")))
     return alerts, [a for a in alerts if a.new and a.key not in seen]
@@ -534,6 +536,12 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         if config.sources:  # each source's freshness and volume, read from the corpus: a re-run writes the same rows
             store.replace_date(data_dir, contract.SOURCES, run_date,
                                source_rows(corpus.new_by_source(run_date), [s.name for s in config.sources], run_date))
+        if config.index_health.stores:  # each vector store read as a corpus: its snapshot, diff and findings
+            health_rows, unread = index_health.run_stores(
+                config, run_date, {d for d, _, _ in corpus.snapshot_keys(run_date)} if config.sources else None,
+                [d for q in gold for d in q.relevant_ids], embedder)
+            store.replace_date(data_dir, contract.INDEX_HEALTH, run_date, health_rows)
+            run["events"] = "; ".join(e for e in (run["events"], *unread) if e)
         alerts, to_notify = evaluate_run_alerts(config, run_date, run,
                                                 store.with_rows(stored_questions, contract.PER_QUESTION, run_date,
                                                                 question_rows), members)
