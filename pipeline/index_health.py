@@ -117,7 +117,7 @@ class Health:
     def rows(self) -> list[dict]:
         """index_health.csv's rows: one per finding kind, zero counts included (a tidy series)."""
         return [{RUN_DATE: self.run_date.isoformat(), STORE: self.store, FINDING: f.kind, COUNT: f.count,
-                 N_RECORDS: self.n_records, EXAMPLES: " ".join(f.examples[:MAX_EXAMPLES])} for f in self.findings]
+                 N_RECORDS: self.n_records, EXAMPLES: " ".join(f.examples)} for f in self.findings]
 
     def count(self, kind: str) -> int:
         return next(f.count for f in self.findings if f.kind == kind)
@@ -228,7 +228,8 @@ def check(records: Iterable[StoredVector], *, name: str, run_date: date, data_di
     """One store's index health on `run_date`: its records are read (validated before anything is written),
     diffed with the store's latest snapshot before the date, and snapshotted for the date (a re-run replaces it).
     `present`: the corpus's documents on the date (the source of truth), None when no source is configured (no
-    ghost is then looked for); `gold`: the gold set's relevant document ids."""
+    ghost is then looked for); `gold`: the gold set's relevant document ids (those of the corpus on the date, when
+    `present` is given: a gold document not yet published is absent from both)."""
     keys, sampled = read_records(records, name, run_date, settings.sample)
     cosines = sample_cosines(sampled, embedder)
     snapshots = Snapshots(data_dir)
@@ -245,7 +246,7 @@ def check(records: Iterable[StoredVector], *, name: str, run_date: date, data_di
         mixed, how = generations(keys, cosines, settings)
         doc_ids = {k.doc_id for k in keys.values()}
         ghosts = sorted(doc_ids - present) if present is not None else []
-        absent = sorted(set(gold) - doc_ids)
+        absent = sorted((set(gold) if present is None else set(gold) & present) - doc_ids)
         findings = (Finding(FOUND_ADDED, len(added), tuple(added[:MAX_EXAMPLES])),
                     Finding(FOUND_DELETED, len(deleted), tuple(deleted[:MAX_EXAMPLES])),
                     Finding(FOUND_CHANGED, len(changed), tuple(changed[:MAX_EXAMPLES])),
