@@ -22,6 +22,7 @@ from pipeline.config import Config, IndexHealthConfig
 from pipeline.contract import (ALERT, COUNT, EXAMPLES, FINDING, FOUND_ADDED, FOUND_CHANGED, FOUND_DELETED,
                                GHOST, GOLD_ABSENT, INDEX_RULES, MAX_ID_LENGTH, MIXED_GENERATIONS, N_RECORDS, RUN_DATE,
                                STALE, STORE, WARNING)
+from pipeline.chunking import Chunk
 from pipeline.embeddings import Embedder, normalize
 from pipeline.errors import DriftwatchError
 from pipeline.vectorstores import StoredVector, VectorStore
@@ -259,6 +260,32 @@ def check(records: Iterable[StoredVector], *, name: str, run_date: date, data_di
     finally:
         snapshots.close()
     return Health(name, run_date, len(keys), findings, previous_date)
+
+
+# --- drift on the store's own vectors ------------------------------------------------------------------------------
+
+
+def aligned_vectors(chunks: Sequence[Chunk], records: Iterable[StoredVector]) -> np.ndarray:
+    """The store's vectors in the order of the run's `chunks` (unit-normalised, as driftwatch's own are), for the
+    drift statistics (`windows.window_verdicts`' `vectors`) to read the vectors the team serves: a record whose id is
+    the chunk's id, else, for a store of whole documents, the record of the chunk's document when the document is one
+    chunk. Raises IndexHealthError naming a chunk the store does not hold, or vectors of two dimensions."""
+    by_id: dict[str, np.ndarray] = {}
+    by_doc: dict[str, np.ndarray] = {}
+    for record in records:
+        by_id[record.id] = by_doc[record.doc_id] = np.asarray(record.vector, dtype=np.float32)
+    per_doc = Counter(c.doc_id for c in chunks)
+    rows = []
+    for c in chunks:
+        vector = by_id.get(c.id, by_doc.get(c.doc_id) if per_doc[c.doc_id] == 1 else None)
+        if vector is None:
+            raise IndexHealthError(f"chunk {c.id!r}: the store holds no record of it (nor of its document, when "
+                                   "that is one chunk)")
+        rows.append(vector)
+    if len({v.size for v in rows}) > 1:
+        raise IndexHealthError(f"the store's vectors have {len({v.size for v in rows})} dimensions: the drift of "
+                               "one embedding space cannot be measured over mixed generations")
+    return normalize(np.stack(rows)) if rows else np.zeros((0, 0), np.float32)
 
 
 # --- the alerts: a finding is named on the day it appears or grows ---------------------------------------------

@@ -14,14 +14,15 @@ import pandas as pd
 import pytest
 
 from pipeline import contract, index_health, job, store, vectorstores
-from pipeline.config import (Config, ConfigError, EmbedderConfig, IndexHealthConfig, RetrievalConfig, SourceConfig,
+from pipeline.config import (Config, ConfigError, IndexHealthConfig, RetrievalConfig, SourceConfig,
                              TargetConfig, _check)
 from pipeline.contract import (ALERT, FOUND_ADDED, FOUND_CHANGED, FOUND_DELETED, GHOST, GOLD_ABSENT, INDEX_RULES,
                                MIXED_GENERATIONS, STALE, WARNING)
 from pipeline.corpus import Corpus
-from pipeline.embeddings import Embedder
+from pipeline.embeddings import Embedder, embed_cached, normalize
 from pipeline.gold import load_gold
 from pipeline.vectorstores import StoredVector
+from pipeline.windows import window_verdicts
 
 SLICE = Path(__file__).parent / "data" / "news-slice"
 START = date(2025, 9, 10)
@@ -29,6 +30,8 @@ DAYS = [START + timedelta(days=i) for i in range(6)]
 CLEAN, GHOST_DAY, STALE_DAY, GENERATION_DAY, GOLD_DAY = DAYS[1:]
 MODEL = "all-MiniLM-L6-v2"
 GHOST_ID = "wcep-2025-09-01-deleted-by-the-corpus"
+GHOST_TEXT = "A storm closed the port of an island for a day."
+TRUNCATE_DIM = 128
 PROBLEMS = tuple(INDEX_RULES)
 
 
@@ -50,32 +53,32 @@ class ListStore:
 
 class TeamIndex:
     """The team's indexing job: one record per document of the corpus on the date (id = doc id, its title and text,
-    its vector by the real model, stamped), with the day's injected faults."""
+    its vector by the real model, no model stamp), with the day's injected faults."""
 
-    def __init__(self, data_dir: Path, embedder: Embedder, truncated: Embedder) -> None:
-        self.data_dir, self.embedder, self.truncated = data_dir, embedder, truncated
-        self.vectors: dict[tuple[str, str], np.ndarray] = {}  # (text, model) -> vector, each text embedded once
+    def __init__(self, data_dir: Path, embedder: Embedder) -> None:
+        self.data_dir, self.embedder = data_dir, embedder
+        self.vectors: dict[str, np.ndarray] = {}  # text -> vector, each text embedded once
         self.day = START
         self.fail = False
 
-    def vector(self, text: str, embedder: Embedder) -> np.ndarray:
-        key = (text, embedder.key)
-        if key not in self.vectors:
-            self.vectors[key] = embedder.encode([text])[0]
-        return self.vectors[key]
+    def vector(self, text: str) -> np.ndarray:
+        return self.vectors[text]
 
     def records(self, day: date) -> list[StoredVector]:
         with Corpus.in_dir(self.data_dir, readonly=True) as corpus:
             docs = [(s.document.id, f"{s.document.title}\n{s.document.text}".strip(), s.first_seen)
                     for s in corpus.snapshot(day)]
+        texts = [t for t in dict.fromkeys([t for _, t, _ in docs] + [GHOST_TEXT]) if t not in self.vectors]
+        self.vectors.update(zip(texts, self.embedder.encode(texts)))  # the day's new texts, in one batch
         out = []
         for doc_id, text, first_seen in docs:
-            second = day >= GENERATION_DAY and first_seen == GENERATION_DAY.isoformat()
-            embedder = self.truncated if second else self.embedder
-            out.append(StoredVector(doc_id, doc_id, text, self.vector(text, embedder), None))
+            vector = self.vector(text)
+            if day >= GENERATION_DAY and first_seen == GENERATION_DAY.isoformat():
+                # written with embedder.truncate_dim = 128: what Embedder.encode does, truncate then normalise
+                vector = normalize(vector[None, :TRUNCATE_DIM])[0]
+            out.append(StoredVector(doc_id, doc_id, text, vector, None))
         if day >= GHOST_DAY:  # a document the corpus never had (or deleted) still in the store
-            out.append(StoredVector(GHOST_ID, GHOST_ID, "An old item.", self.vector("An old item.", self.embedder),
-                                    None))
+            out.append(StoredVector(GHOST_ID, GHOST_ID, GHOST_TEXT, self.vector(GHOST_TEXT), None))
         if day >= STALE_DAY:  # the first document's text edited, its vector kept
             first = out[0]
             out[0] = dataclasses.replace(first, text="Rewritten: " + out[1].text)
@@ -105,7 +108,7 @@ def history(tmp_path_factory, embedder):
                     retrieval=RetrievalConfig(pipelines=("dense",), k=(5,), candidate_depth=10),
                     targets=(TargetConfig("kb", "builtin", pipeline="dense"),),
                     index_health=IndexHealthConfig(stores=("kb",), sample=8))
-    team = TeamIndex(config.data_dir, embedder, Embedder(EmbedderConfig(truncate_dim=128)))
+    team = TeamIndex(config.data_dir, embedder)
     mp = pytest.MonkeyPatch()
     mp.setattr(vectorstores, "open_store", team.open, raising=False)
     results = {}
@@ -285,3 +288,44 @@ def test_a_store_that_is_no_target_is_a_config_error(tmp_path):
     config = Config(data_dir=tmp_path, gold=tmp_path / "gold.jsonl", index_health=IndexHealthConfig(stores=("kb",)))
     with pytest.raises(ConfigError, match=r"index_health.stores\[0\].*'kb' is not the name of a \[\[targets\]\]"):
         _check(config, "monitor.toml")
+
+
+# --- drift on the store's own vectors -----------------------------------------------------------------------------
+
+
+def test_the_drift_of_a_stores_vectors_equals_the_drift_of_the_same_vectors_computed_the_usual_way(history, embedder):
+    """The store holds driftwatch's chunks with the very vectors driftwatch computes (as float64, in another order):
+    the drift verdicts over the store's vectors (`aligned_vectors`) are those of the usual run. With the current
+    window's vectors of another generation (ONNX-int8-like noise), they differ: the store's vectors are read."""
+    config, _, _ = history
+    config = config.replace(drift=dataclasses.replace(config.drift, min_current=10, min_reference=20,
+                                                      permutations=199, evidently=False))
+    with Corpus.in_dir(config.data_dir) as corpus:
+        keys, chunks, valid_from = job.corpus_chunks(config, corpus, GOLD_DAY, {})
+        usual = embed_cached(corpus, embedder, [c.text for c in chunks]).vectors
+        records = [StoredVector(c.id, c.doc_id, c.text, v.astype(np.float64), None) for c, v in zip(chunks, usual)]
+        first_seen = {doc_id: seen for doc_id, _, seen in keys}
+
+        def verdicts(vectors: np.ndarray) -> list[tuple]:
+            found = window_verdicts(config, corpus, embedder, GOLD_DAY, first_seen, chunks, vectors, {},
+                                    (keys, valid_from))
+            return [(v.statistic, v.value, v.p_value, v.verdict) for v in found.verdicts]
+
+        expected = verdicts(usual)
+        assert expected[0][3] != contract.NOT_ENOUGH_DATA
+        assert verdicts(index_health.aligned_vectors(chunks, records[::-1])) == expected
+        rng = np.random.default_rng(0)
+        moved = [dataclasses.replace(r, vector=r.vector + rng.normal(scale=0.01, size=r.vector.size))
+                 if first_seen[r.doc_id] == GOLD_DAY.isoformat() else r for r in records]
+        assert verdicts(index_health.aligned_vectors(chunks, moved)) != expected
+
+
+def test_a_chunk_the_store_lacks_is_named():
+    from pipeline.chunking import Chunk
+
+    chunks = [Chunk("a#0", "a", 0, "x"), Chunk("b#0", "b", 0, "y"), Chunk("b#1", "b", 1, "z")]
+    whole = [StoredVector("a", "a", "x", np.ones(3, np.float32), None),
+             StoredVector("b", "b", "y z", np.ones(3, np.float32), None)]
+    with pytest.raises(index_health.IndexHealthError, match="chunk 'b#0'"):  # b is two chunks: no one vector
+        index_health.aligned_vectors(chunks, whole)
+    assert index_health.aligned_vectors(chunks[:1], whole).shape == (1, 3)
