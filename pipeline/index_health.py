@@ -138,10 +138,10 @@ def _key(record: StoredVector, name: str) -> tuple[RecordKey, np.ndarray]:
     return key, vector
 
 
-def _rank(record_id: str, name: str, run_date: date) -> str:
+def _rank(record_id: str, name: str, run_date: date) -> int:
     """The sampling order: a hash of the id seeded by the store and the date, so that a re-run samples the same
     records whatever order the store returns them in."""
-    return hashlib.sha256(f"{name}\n{run_date}\n{record_id}".encode()).hexdigest()
+    return int.from_bytes(hashlib.sha256(f"{name}\n{run_date}\n{record_id}".encode()).digest()[:8], "big")
 
 
 def read_records(records: Iterable[StoredVector], name: str, run_date: date, sample: int
@@ -149,7 +149,7 @@ def read_records(records: Iterable[StoredVector], name: str, run_date: date, sam
     """Every record's key (validated: IndexHealthError names the record) and a seeded sample of `sample` records
     with a text, (key, text, vector), kept while the store is streamed (the vectors of the rest are not kept)."""
     keys: dict[str, RecordKey] = {}
-    heap: list[tuple[str, str, str, np.ndarray]] = []  # (-rank as a max-heap of the smallest ranks) ...
+    heap: list[tuple[int, str, str, np.ndarray]] = []  # (-rank, id, text, vector): the smallest ranks, largest on top
     for record in records:
         key, vector = _key(record, name)
         if key.id in keys:
@@ -157,26 +157,13 @@ def read_records(records: Iterable[StoredVector], name: str, run_date: date, sam
         keys[key.id] = key
         if record.text is None or sample <= 0:
             continue
-        rank = _rank(key.id, name, run_date)
-        entry = (_Descending(rank), key.id, record.text, vector)
+        entry = (-_rank(key.id, name, run_date), key.id, record.text, vector)  # ids are unique: no tie reaches vector
         if len(heap) < sample:
             heapq.heappush(heap, entry)
-        elif rank < heap[0][0].value:
+        elif entry[0] > heap[0][0]:
             heapq.heapreplace(heap, entry)
-    chosen = sorted(heap, key=lambda e: e[0].value)
+    chosen = sorted(heap, key=lambda e: -e[0])
     return keys, [(keys[i], text, vector) for _, i, text, vector in chosen]
-
-
-class _Descending:
-    """A heap key ordering strings in reverse, so heapq's min-heap keeps the `sample` smallest ranks."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: str) -> None:
-        self.value = value
-
-    def __lt__(self, other: _Descending) -> bool:
-        return self.value > other.value
 
 
 def sample_cosines(sampled: Sequence[tuple[RecordKey, str, np.ndarray]], embedder: Embedder
