@@ -342,3 +342,17 @@ def test_the_sample_is_the_same_whatever_order_the_store_returns_its_records_in(
     assert [k.id for k, _, _ in sampled] == [k.id for k, _, _ in backwards] == [r.id for r in smallest]
     _, other_day = index_health.read_records(recs, "kb", day + timedelta(days=1), 10)
     assert {k.id for k, _, _ in other_day} != {k.id for k, _, _ in sampled}
+
+
+def test_a_finding_pages_when_it_appears_or_grows_and_warns_while_it_persists():
+    days = [START + timedelta(days=i) for i in range(4)]
+    ghosts = [0, 2, 2, 3]  # appears, persists, grows
+    stale = [1, 1, 0, 0]
+    rows = [{contract.RUN_DATE: d.isoformat(), contract.STORE: "kb", contract.FINDING: f, contract.COUNT: n,
+             contract.N_RECORDS: 10, contract.EXAMPLES: ""}
+            for d, g, s in zip(days, ghosts, stale) for f, n in ((GHOST, g), (STALE, s))]
+    health = pd.DataFrame(rows).astype({contract.RUN_DATE: "datetime64[ns]"})
+    got = [{a.metric: (a.severity, a.baseline) for a in index_health.index_alerts(d.isoformat(), pd.Timestamp(d),
+                                                                               health)} for d in days]
+    assert got == [{STALE: (WARNING, 0.0)}, {GHOST: (ALERT, 0.0), STALE: (WARNING, 1.0)}, {GHOST: (WARNING, 2.0)},
+                   {GHOST: (ALERT, 2.0)}]
