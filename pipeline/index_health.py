@@ -275,6 +275,28 @@ def aligned_vectors(chunks: Sequence[Chunk], records: Iterable[StoredVector]) ->
     return normalize(np.stack(rows)) if rows else np.zeros((0, 0), np.float32)
 
 
+def drift_vectors(config: Config, chunks: Sequence[Chunk], usual: np.ndarray) -> tuple[np.ndarray, str]:
+    """The vectors the run's drift statistics read: those of the store `index_health.drift_store` aligned to the run's
+    chunks (`aligned_vectors`), else `usual` (driftwatch's embedding), with the events' note of why when that store
+    was named but could not give them (unreachable, a chunk it lacks, another dimension than driftwatch's, whose
+    embedding the reference window's changed or deleted documents still get)."""
+    name = config.index_health.drift_store
+    if name is None:
+        return usual, ""
+    try:
+        opened = open_store(config, name)
+        try:
+            vectors = aligned_vectors(chunks, opened.scan())
+        finally:
+            opened.close()
+    except (DriftwatchError, OSError) as exc:
+        return usual, f"drift measured on driftwatch's embedding, not on store {name!r}'s vectors: {exc}"
+    if usual.size and vectors.shape != usual.shape:
+        return usual, (f"drift measured on driftwatch's embedding, not on store {name!r}'s vectors: "
+                       f"{vectors.shape[1]} dimensions against the embedder's {usual.shape[1]}")
+    return vectors, ""
+
+
 # --- the alerts: a finding is named on the day it appears or grows ---------------------------------------------
 
 WHAT = {GHOST: "documents with records in the store that the corpus does not hold on the run date",

@@ -415,7 +415,9 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         history = stored_questions[stored_questions[contract.RUN_DATE] < pd.Timestamp(run_date)]
         indexed = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=builtin))
         counts = corpus.counts(run_date)
-        memoized = runmemo.memoized(config, corpus, run_date, gold, counts) if builtin else None
+        # A store's vectors change without the corpus: its drift is never read from, nor kept in, the memo.
+        memoizing = builtin and config.index_health.drift_store is None
+        memoized = runmemo.memoized(config, corpus, run_date, gold, counts) if memoizing else None
         late = _deferred(outcomes, deadline)  # what the deadline left undone, for the events
         n_encoded, evaluate = 0, True
         if memoized is not None:  # nothing the retrieval or the corpus drift reads has changed: no index, no vector
@@ -468,10 +470,12 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                     hnsw_rows = signals.hnsw_recall_rows(run_date.isoformat(), approximate, exact, gold,
                                                          config.retrieval.k)
                     signal_rows += hnsw_rows
+            drift_vectors, unaligned = index_health.drift_vectors(config, chunks, embedded.vectors)
+            events = "; ".join(e for e in (events, unaligned) if e)
             drift_found = window_verdicts(config, corpus, embedder, run_date,
                                           {doc_id: first_seen for doc_id, _, first_seen in keys}, chunks,
-                                          embedded.vectors, chunked, (keys, valid_from))
-            if builtin:
+                                          drift_vectors, chunked, (keys, valid_from))
+            if memoizing:
                 runmemo.keep(config, corpus, run_date, gold, keys, rankings, top1, hnsw_rows, n_chunks, drift_found)
         for note in late:
             log.warning("%s: %s", run_date, note)
