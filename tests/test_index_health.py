@@ -60,9 +60,13 @@ class TeamIndex:
         self.vectors: dict[str, np.ndarray] = {}  # text -> vector, each text embedded once
         self.day = START
         self.fail = False
+        self.noise = 0.0  # > 0: the store serves each vector moved by this much noise (another backend's vectors)
 
     def vector(self, text: str) -> np.ndarray:
-        return self.vectors[text]
+        if not self.noise:
+            return self.vectors[text]
+        rng = np.random.default_rng(int.from_bytes(text.encode()[:8].ljust(8), "big"))
+        return normalize(self.vectors[text][None, :] + rng.normal(scale=self.noise, size=(1, 384)))[0]
 
     def records(self, day: date) -> list[StoredVector]:
         with Corpus.in_dir(self.data_dir, readonly=True) as corpus:
@@ -356,3 +360,33 @@ def test_a_finding_pages_when_it_appears_or_grows_and_warns_while_it_persists():
                                                                                health)} for d in days]
     assert got == [{STALE: (WARNING, 0.0)}, {GHOST: (ALERT, 0.0), STALE: (WARNING, 1.0)}, {GHOST: (WARNING, 2.0)},
                    {GHOST: (ALERT, 2.0)}]
+
+
+
+def test_a_run_with_a_drift_store_reads_its_vectors_or_says_why_not(history, embedder):
+    """Last in this module (it re-runs two dates with other settings). The drift of a run with `drift_store` reads
+    the store's vectors: moved by noise, they move the drift values; on a day the store holds two dimensions the
+    run measures driftwatch's embedding and its events say why."""
+    config, team, _ = history
+    small = config.replace(drift=dataclasses.replace(config.drift, min_current=10, min_reference=20,
+                                                     permutations=199, evidently=False))
+    on_store = small.replace(index_health=dataclasses.replace(config.index_health, drift_store="kb"))
+
+    def drift_values(cfg: Config, day: date) -> tuple[np.ndarray, str]:
+        team.day = day
+        result = job.run_day(cfg, day, embedder=embedder, notify=False)
+        rows = [r for r in result.drift if r["statistic"] in contract.DRIFT_FAMILY]
+        return np.array([r["value"] for r in rows], float), result.run["events"]
+
+    usual, _ = drift_values(small, STALE_DAY)
+    assert np.isfinite(usual).any()
+    team.noise = 0.02
+    try:
+        served, events = drift_values(on_store, STALE_DAY)
+        assert "drift measured on driftwatch's embedding" not in events
+        assert not np.allclose(served, usual, equal_nan=True)
+        mixed, events = drift_values(on_store, GOLD_DAY)
+    finally:
+        team.noise = 0.0
+    assert "not on store 'kb''s vectors: the store's vectors have 2 dimensions" in events
+    np.testing.assert_allclose(mixed, drift_values(small, GOLD_DAY)[0])
