@@ -380,9 +380,9 @@ class IndexHealthConfig:
     # ONNX int8 0.990-0.997, a text whose last sentence was replaced 0.07-0.99 (99% below 0.977).
     stale_cosine: float = 0.98
     generation_cosine: float = 0.999
-    # One of `stores` whose own vectors the drift statistics read instead of driftwatch's embedding of the same
-    # chunks (its record ids are driftwatch's chunk ids "<doc_id>#<n>", or document ids of one-chunk documents).
-    drift_store: str | None = None
+    # The drift statistics read the vectors of the store of `stores` (exactly one) instead of driftwatch's embedding
+    # of the same chunks (its record ids are driftwatch's chunk ids "<doc_id>#<n>", or one-chunk documents' ids).
+    drift: bool = False
 
 
 # The package each exporter needs, and the pip extra that installs it.
@@ -788,8 +788,9 @@ def _check_index_health(cfg: Config, bad: Callable[[str, str], ConfigError]) -> 
         if name not in names:
             raise bad(f"index_health.stores[{i}]", f"{name!r} is not the name of a [[targets]] table "
                                                    f"(targets: {', '.join(names) or 'none'})")
-    if h.drift_store is not None and h.drift_store not in h.stores:
-        raise bad("index_health.drift_store", f"{h.drift_store!r} is not one of index_health.stores")
+    if h.drift and len(h.stores) != 1:
+        raise bad("index_health.drift", f"the drift reads one store's vectors: name exactly one in index_health.stores "
+                                        f"(got {len(h.stores)})")
     if h.sample < 0:
         raise bad("index_health.sample", "must be >= 0 records")
     if not 0 < h.stale_cosine < h.generation_cosine <= 1:

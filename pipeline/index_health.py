@@ -276,13 +276,13 @@ def aligned_vectors(chunks: Sequence[Chunk], records: Iterable[StoredVector]) ->
 
 
 def drift_vectors(config: Config, chunks: Sequence[Chunk], usual: np.ndarray) -> tuple[np.ndarray, str]:
-    """The vectors the run's drift statistics read: those of the store `index_health.drift_store` aligned to the run's
+    """The vectors the run's drift statistics read: with `index_health.drift`, those of its store aligned to the run's
     chunks (`aligned_vectors`), else `usual` (driftwatch's embedding), with the events' note of why when that store
     was named but could not give them (unreachable, a chunk it lacks, another dimension than driftwatch's, whose
     embedding the reference window's changed or deleted documents still get)."""
-    name = config.index_health.drift_store
-    if name is None:
+    if not config.index_health.drift:
         return usual, ""
+    name = config.index_health.stores[0]
     try:
         opened = open_store(config, name)
         try:

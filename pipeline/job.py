@@ -416,7 +416,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         indexed = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=builtin))
         counts = corpus.counts(run_date)
         # A store's vectors change without the corpus: its drift is never read from, nor kept in, the memo.
-        memoizing = builtin and config.index_health.drift_store is None
+        memoizing = builtin and not config.index_health.drift
         memoized = runmemo.memoized(config, corpus, run_date, gold, counts) if memoizing else None
         late = _deferred(outcomes, deadline)  # what the deadline left undone, for the events
         n_encoded, evaluate = 0, True

@@ -173,14 +173,13 @@ NOTES: dict[str, dict[str, str]] = {
         "sample": "records with a text re-embedded per store and run (seeded)",
         "stale_cosine": "a sampled vector below this cosine with its re-embedding is stale",
         "generation_cosine": "between stale_cosine and this: another generation of the model (ONNX int8)",
-        "drift_store": "one of stores whose own vectors the drift statistics read (ids: chunk ids or document ids)",
+        "drift": "the drift statistics read the store's own vectors (one store; ids: chunk ids or document ids)",
     },
 }
 
 # What a commented-out key shows where its default is "none" (it cannot be written in TOML), or is computed.
 EXAMPLES = {
     ("embedder", "truncate_dim"): 128,
-    ("index_health", "drift_store"): "kb",
     ("embedder", "ray_address"): "ray://head:10001",
     ("retrieval", "fusion_depth"): 50,
     ("corpus", "max_age_days"): 30,

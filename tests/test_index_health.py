@@ -292,6 +292,9 @@ def test_a_store_that_is_no_target_is_a_config_error(tmp_path):
     config = Config(data_dir=tmp_path, gold=tmp_path / "gold.jsonl", index_health=IndexHealthConfig(stores=("kb",)))
     with pytest.raises(ConfigError, match=r"index_health.stores\[0\].*'kb' is not the name of a \[\[targets\]\]"):
         _check(config, "monitor.toml")
+    kb = config.replace(targets=(TargetConfig("kb", "builtin", pipeline="dense"),))
+    with pytest.raises(ConfigError, match=r"index_health.drift: .* name exactly one in index_health.stores \(got 0\)"):
+        _check(kb.replace(index_health=IndexHealthConfig(drift=True)), "monitor.toml")
 
 
 # --- drift on the store's own vectors -----------------------------------------------------------------------------
@@ -363,14 +366,14 @@ def test_a_finding_pages_when_it_appears_or_grows_and_warns_while_it_persists():
 
 
 
-def test_a_run_with_a_drift_store_reads_its_vectors_or_says_why_not(history, embedder):
-    """Last in this module (it re-runs two dates with other settings). The drift of a run with `drift_store` reads
+def test_a_run_with_drift_on_the_store_reads_its_vectors_or_says_why_not(history, embedder):
+    """Last in this module (it re-runs two dates with other settings). The drift of a run with `index_health.drift` reads
     the store's vectors: moved by noise, they move the drift values; on a day the store holds two dimensions the
     run measures driftwatch's embedding and its events say why (a chunk the store lacks is named likewise)."""
     config, team, _ = history
     small = config.replace(drift=dataclasses.replace(config.drift, min_current=10, min_reference=20,
                                                      permutations=199, evidently=False))
-    on_store = small.replace(index_health=dataclasses.replace(config.index_health, drift_store="kb"))
+    on_store = small.replace(index_health=dataclasses.replace(config.index_health, drift=True))
 
     def drift_values(cfg: Config, day: date) -> tuple[np.ndarray, str]:
         team.day = day
