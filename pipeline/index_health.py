@@ -3,6 +3,7 @@ before, and the findings (ghosts, stale vectors, mixed embedding generations, go
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import heapq
 import math
@@ -242,8 +243,7 @@ def check(records: Iterable[StoredVector], *, name: str, run_date: date, data_di
                     Finding(STALE, len(stale), tuple(sorted(stale)[:MAX_EXAMPLES])),
                     Finding(MIXED_GENERATIONS, len(mixed), (*mixed[:MAX_EXAMPLES], *([f"({how})"] if how else ()))),
                     Finding(GOLD_ABSENT, len(absent), tuple(absent[:MAX_EXAMPLES])))
-        snapshots.replace(name, run_date, [RecordKey(**{**k.__dict__, "stale": k.id in stale})
-                                           for k in keys.values()])
+        snapshots.replace(name, run_date, [dataclasses.replace(k, stale=k.id in stale) for k in keys.values()])
     finally:
         snapshots.close()
     return Health(name, run_date, len(keys), findings, previous_date)
