@@ -25,6 +25,7 @@ from pipeline.contract import (ALERT, CONFIG_CHANGE, CORPUS_METRIC, CORPUS_WIDE,
                                TARGETS_FAILED, WARNING)
 from pipeline.contract import SOURCE_SILENT, SOURCE_SPIKE
 from pipeline.contract import SEGMENT_DROP, SEGMENT_RULES, SEGMENT_SLOW_DRIFT
+from pipeline.contract import INDEX_GHOST, INDEX_GOLD_MISSING, INDEX_MIXED_GENERATIONS, INDEX_STALE
 from pipeline.drift import threshold_phrase, value_line
 from pipeline.source_health import silent_sources, volume_spikes
 from pipeline.metrics import ANSWER_WATCHED, REGISTRY, parse_series
@@ -159,6 +160,42 @@ RUNBOOK.update({e.rule: e for e in (
                   "Drift page: what entered the corpus since the reference, in the segment's topic or source.",
                   "A change you accept: pin a new reference (`alerts.reference_start`) and acknowledge the "
                   "condition.")),
+)})
+
+
+# The index health of a vector store read as a corpus (pipeline/index_health.py; docs/targets.md).
+RUNBOOK.update({e.rule: e for e in (
+    RunbookEntry(INDEX_GHOST, "the store holds records of documents the corpus (the configured sources) does not "
+                              "hold on the run date: deleted or expired documents the indexing job never removed",
+                 "delete the named documents' records from the store, or find why the sources dropped them",
+                 ("index_health.csv: the store's ghost count by day and a few of their document ids (`examples`).",
+                  "A document deleted at the source: the indexing job's delete path did not run; delete its "
+                  "records (by document id) and fix the job. A document the sources still carry under another id: "
+                  "the store and the feeds disagree on ids; make the indexing job use the feed's ids.",
+                  "Retrieval can return a ghost: its text is no longer true, and it takes a place in the top k.")),
+    RunbookEntry(INDEX_STALE, "records whose stored text changed while their vector did not (from the previous "
+                              "snapshot), or whose re-embedding is further than `index_health.stale_cosine` from "
+                              "the stored vector",
+                 "re-embed the named records with the collection's model and write their vectors",
+                 ("index_health.csv: the stale count and a few record ids; a record stays stale until its vector "
+                  "changes.",
+                  "The indexing job updated the payload (the text) without re-embedding: re-embed on every text "
+                  "change. Retrieval finds such a record by its old text.")),
+    RunbookEntry(INDEX_MIXED_GENERATIONS, "records outside the collection's main embedding generation: another model "
+                                          "stamp, dimension or norm, or a re-embedded sample between "
+                                          "`index_health.stale_cosine` and `index_health.generation_cosine` (another "
+                                          "backend or quantisation of the model)",
+                 "re-embed the named generation with the collection's model, or finish the migration",
+                 ("The message says how the generations were told apart and how many records each holds.",
+                  "A migration half done (a new model, truncate_dim, ONNX int8): vectors of two spaces are compared "
+                  "with one query vector and rank wrongly; re-embed the minority, or the whole collection with the "
+                  "new model and switch queries with it.")),
+    RunbookEntry(INDEX_GOLD_MISSING, "gold documents that the corpus holds on the run date have no record in the "
+                                     "store",
+                 "index the named documents into the store, then re-run the date",
+                 ("index_health.csv: the gold_absent count and the document ids.",
+                  "A document the indexing job skipped or deleted: re-index it. The questions that need it cannot "
+                  "be answered from the store until then.")),
 )})
 
 

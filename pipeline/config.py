@@ -379,6 +379,23 @@ class RunConfig:
     deadline_seconds: float = 1800.0
 
 
+@dataclass(frozen=True)
+class IndexHealthConfig:
+    """Vector stores read as a corpus each run (pipeline/index_health.py): snapshots, diffs and findings."""
+
+    stores: tuple[str, ...] = ()  # names of [[targets]] whose vector store is snapshotted each run (none: off)
+    sample: int = 64  # records with a text re-embedded per store and run (a seeded sample)
+    # A sampled record whose stored vector's cosine with its re-embedding is below stale_cosine is stale; between
+    # it and generation_cosine it is of another generation of the model (ONNX int8 against fp32). Measured by
+    # bench/index_health.py on 300 news texts: the same model (torch batched or not, ONNX fp32) gives 1.000000,
+    # ONNX int8 0.990-0.997, a text whose last sentence was replaced 0.07-0.99 (99% below 0.977).
+    stale_cosine: float = 0.98
+    generation_cosine: float = 0.999
+    # The drift statistics read the vectors of the store of `stores` (exactly one) instead of driftwatch's embedding
+    # of the same chunks (its record ids are driftwatch's chunk ids "<doc_id>#<n>", or one-chunk documents' ids).
+    drift: bool = False
+
+
 # The package each exporter needs, and the pip extra that installs it.
 EXPORT_PACKAGES = {"mlflow": "mlflow", "prometheus": "prometheus_client", "whylogs": "whylogs",
                    "evidently": "evidently"}
@@ -403,6 +420,7 @@ class Config:
     export: ExportConfig = field(default_factory=ExportConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    index_health: IndexHealthConfig = field(default_factory=IndexHealthConfig)
     file: Path | None = None  # where it was read from (not a setting)
 
     def config_hash(self) -> str:
@@ -648,6 +666,7 @@ def _check(cfg: Config, src: str) -> None:
     if not 0 < a.spike_alpha < 1:
         raise bad("alerts.spike_alpha", "must be within (0, 1), e.g. 0.01")
     _check_targets(cfg, bad)
+    _check_index_health(cfg, bad)
     _check_exports(cfg.export, bad)
     _check_generation(cfg, bad)
     names = [s.name for s in cfg.sources]
@@ -798,6 +817,22 @@ def _check_candidates(cfg: Config, bad: Callable[[str, str], ConfigError]) -> No
         if t.candidate and t.against is not None and t.against not in watched:
             raise bad(f"targets[{i}].against", f"no watched target {t.against!r}: a candidate is compared with a "
                                                f"target that is not a candidate (valid: {', '.join(watched)})")
+
+
+def _check_index_health(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
+    h = cfg.index_health
+    names = [t.name for t in cfg.targets]
+    for i, name in enumerate(h.stores):
+        if name not in names:
+            raise bad(f"index_health.stores[{i}]", f"{name!r} is not the name of a [[targets]] table "
+                                                   f"(targets: {', '.join(names) or 'none'})")
+    if h.drift and len(h.stores) != 1:
+        raise bad("index_health.drift", f"the drift reads one store's vectors: name exactly one in index_health.stores "
+                                        f"(got {len(h.stores)})")
+    if h.sample < 0:
+        raise bad("index_health.sample", "must be >= 0 records")
+    if not 0 < h.stale_cosine < h.generation_cosine <= 1:
+        raise bad("index_health.stale_cosine", "need 0 < stale_cosine < generation_cosine <= 1")
 
 
 def _check_generation(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:

@@ -199,3 +199,25 @@ CANDIDATE, AGAINST, N_QUESTIONS = "candidate", "against", "n_questions"
 MEAN_DIFF, CI_LOW, CI_HIGH, P_VALUE = "mean_diff", "ci_low", "ci_high", "p_value"
 TEXT_COLUMNS = TEXT_COLUMNS | {CANDIDATE, AGAINST}
 TARGET = "target"  # targets.csv's column naming the target (a candidate's rows there never page either)
+
+# --- index health of a vector store read as a corpus (pipeline/index_health.py) -----------------------------------
+
+INDEX_HEALTH = "index_health.csv"  # one row per store, run and finding: its count and a few examples
+INDEX_HEALTH_COLUMNS = ("run_date", "store", "finding", "count", "n_records", "examples")
+SCHEMAS.update({INDEX_HEALTH: INDEX_HEALTH_COLUMNS})
+STORE, FINDING, COUNT, N_RECORDS, EXAMPLES = "store", "finding", "count", "n_records", "examples"
+TEXT_COLUMNS = TEXT_COLUMNS | {STORE, FINDING, EXAMPLES}
+INT_COLUMNS = INT_COLUMNS | {COUNT, N_RECORDS}
+# Findings (`finding`): records since the store's previous snapshot, then what is wrong with the records.
+FOUND_ADDED, FOUND_DELETED, FOUND_CHANGED = "added", "deleted", "changed"
+GHOST = "ghost"  # records of documents the corpus (the configured sources) does not hold on the run date
+STALE = "stale"  # the stored text changed but the vector did not, or its re-embedding is far from the vector
+MIXED_GENERATIONS = "mixed_generations"  # records outside the collection's main embedding generation
+GOLD_ABSENT = "gold_absent"  # gold documents without a record in the store
+FINDINGS = (FOUND_ADDED, FOUND_DELETED, FOUND_CHANGED, GHOST, STALE, MIXED_GENERATIONS, GOLD_ABSENT)
+# The rule naming each finding that is a problem (alerts.csv `rule`; its `pipeline` is the store, `metric` the finding).
+INDEX_GHOST, INDEX_STALE = "index_ghost", "index_stale"
+INDEX_MIXED_GENERATIONS, INDEX_GOLD_MISSING = "index_mixed_generations", "index_gold_missing"
+INDEX_RULES = {GHOST: INDEX_GHOST, STALE: INDEX_STALE, MIXED_GENERATIONS: INDEX_MIXED_GENERATIONS,
+               GOLD_ABSENT: INDEX_GOLD_MISSING}
+RULES = (*RULES, *INDEX_RULES.values())

@@ -98,6 +98,7 @@ SEE = {
     "export": ("exports.md", "Exports"),
     "generation": ("answers.md", "Answers"),
     "run": _DAILY_JOB,
+    "index_health": ("targets.md#a-store-as-a-corpus-index-health", "A store as a corpus: index health"),
 }
 
 HEADER = f"""# Configuration reference

@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 import scipy
 
-from pipeline import answers, canary, contract, drift, folder_source, indexes, memo, runmemo, segments, signals, store
+from pipeline import (answers, canary, contract, drift, folder_source, index_health, indexes, memo, runmemo,
+                      segments, signals, store)
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts, plural
 from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document, chunk_id, chunk_settings
@@ -332,13 +333,15 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question:
         members = segments.members_on(store.read(data_dir, contract.SEGMENT_QUESTIONS), pd.Timestamp(run_date))
     by_segment = (segments.segment_alerts(run_date.isoformat(), pd.Timestamp(run_date), per_question, members,
                                           config.alerts, config.retrieval.k) if config.alerts.segment_alerts else [])
+    by_store = index_health.index_alerts(run_date.isoformat(), pd.Timestamp(run_date),
+                                         store.read(data_dir, contract.INDEX_HEALTH))
     per_answer, trusted = answers.alert_inputs(config)
     alerts = evaluate_alerts(run_date, watched(store.read_metrics(data_dir)), per_question,
                              store.read(data_dir, contract.DRIFT), runs, config.alerts, config.retrieval.k,
                              stored[stored["run_date"] < pd.Timestamp(run_date)], config.drift,
                              watched(store.read(data_dir, contract.TARGETS), contract.TARGET),
                              None if per_answer is None else watched(per_answer), trusted,
-                             sources=store.read(data_dir, contract.SOURCES), more=by_segment)
+                             sources=store.read(data_dir, contract.SOURCES), more=by_segment + by_store)
     same_day = stored[stored["run_date"] == pd.Timestamp(run_date)]
     seen = set(zip(same_day["rule"], same_day["pipeline"].fillna(""), same_day["metric"].fillna("")))
     return alerts, [a for a in alerts if a.new and a.key not in seen]
@@ -461,7 +464,9 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         history = stored_questions[stored_questions[contract.RUN_DATE] < pd.Timestamp(run_date)]
         indexed = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=builtin))
         counts = corpus.counts(run_date)
-        memoized = runmemo.memoized(config, corpus, run_date, gold, counts) if builtin else None
+        # A store's vectors change without the corpus: its drift is never read from, nor kept in, the memo.
+        memoizing = builtin and not config.index_health.drift
+        memoized = runmemo.memoized(config, corpus, run_date, gold, counts) if memoizing else None
         late = _deferred(outcomes, deadline)  # what the deadline left undone, for the events
         n_encoded, evaluate = 0, True
         if memoized is not None:  # nothing the retrieval or the corpus drift reads has changed: no index, no vector
@@ -514,10 +519,12 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                     hnsw_rows = signals.hnsw_recall_rows(run_date.isoformat(), approximate, exact, gold,
                                                          config.retrieval.k)
                     signal_rows += hnsw_rows
+            drift_vectors, unaligned = index_health.drift_vectors(config, chunks, embedded.vectors)
+            events = "; ".join(e for e in (events, unaligned) if e)
             drift_found = window_verdicts(config, corpus, embedder, run_date,
                                           {doc_id: first_seen for doc_id, _, first_seen in keys}, chunks,
-                                          embedded.vectors, chunked, (keys, valid_from))
-            if builtin:
+                                          drift_vectors, chunked, (keys, valid_from))
+            if memoizing:
                 runmemo.keep(config, corpus, run_date, gold, keys, rankings, top1, hnsw_rows, n_chunks, drift_found)
         for note in late:
             log.warning("%s: %s", run_date, note)
@@ -589,6 +596,12 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         if config.sources:  # each source's freshness and volume, read from the corpus: a re-run writes the same rows
             store.replace_date(data_dir, contract.SOURCES, run_date,
                                source_rows(corpus.new_by_source(run_date), [s.name for s in config.sources], run_date))
+        if config.index_health.stores:  # each vector store read as a corpus: its snapshot, diff and findings
+            health_rows, unread = index_health.run_stores(
+                config, run_date, {d for d, _, _ in corpus.snapshot_keys(run_date)} if config.sources else None,
+                [d for q in gold for d in q.relevant_ids], embedder)
+            store.replace_date(data_dir, contract.INDEX_HEALTH, run_date, health_rows)
+            run["events"] = "; ".join(e for e in (run["events"], *unread) if e)
         alerts, to_notify = evaluate_run_alerts(config, run_date, run,
                                                 store.with_rows(stored_questions, contract.PER_QUESTION, run_date,
                                                                 question_rows), members)

@@ -168,6 +168,13 @@ NOTES: dict[str, dict[str, str]] = {
     "run": {
         "deadline_seconds": "past it a run stops fetching and embedding and ends with status partial",
     },
+    "index_health": {
+        "stores": "[[targets]] whose vector store is read as a corpus each run: snapshot, ghosts, stale vectors",
+        "sample": "records with a text re-embedded per store and run (seeded)",
+        "stale_cosine": "a sampled vector below this cosine with its re-embedding is stale",
+        "generation_cosine": "between stale_cosine and this: another generation of the model (ONNX int8)",
+        "drift": "the drift statistics read the store's own vectors (one store; ids: chunk ids or document ids)",
+    },
 }
 
 # What a commented-out key shows where its default is "none" (it cannot be written in TOML), or is computed.
