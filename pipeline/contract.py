@@ -62,6 +62,13 @@ AGREEMENT_COLUMNS = ("run_date", "metric", "judge", "level", "n", "agreement", "
 SOURCES_COLUMNS = ("run_date", "source", "new_items", "total_items", "last_new", "gap_days", "active_days",
                    "usual_gap_days")
 
+# The segments (pipeline/segments.py): a gold tag, or the source or category of a question's gold documents.
+SEGMENTS = "segments.csv"  # each segment's metric means per run, pipeline and k, with its n
+SEGMENT_QUESTIONS = "segment_questions.csv"  # which questions each segment held on the run
+SEGMENTS_COLUMNS = ("run_date", "pipeline", "k", "segment", "metric", "value", "n_questions")
+SEGMENT_QUESTIONS_COLUMNS = ("run_date", "segment", "question_id")
+SEGMENT = "segment"
+
 SCHEMAS: dict[str, tuple[str, ...]] = {
     RUNS: RUNS_COLUMNS,
     METRICS: METRICS_COLUMNS,
@@ -74,6 +81,8 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
     PER_ANSWER: PER_ANSWER_COLUMNS,
     AGREEMENT: AGREEMENT_COLUMNS,
     SOURCES: SOURCES_COLUMNS,
+    SEGMENTS: SEGMENTS_COLUMNS,
+    SEGMENT_QUESTIONS: SEGMENT_QUESTIONS_COLUMNS,
 }
 
 # Columns appended to a file's contract after stores were written with it: a file whose header ends before them
@@ -86,7 +95,7 @@ TEXT_COLUMNS = frozenset({
     "run_id", "started_at", "finished_at", "status", "model", "config_hash", "events", "pipeline", "metric",
     "question_id", "retrieved", "statistic", "reference_date", "rule", "severity", "message", "reference_start",
     "current_start", "verdict", "detail", "since", "signal", "target", "kind", "source", "faithfulness_state",
-    "unsupported", "citations_invalid", "layer", "judge", "level", "labels_file", "last_new"})
+    "unsupported", "citations_invalid", "layer", "judge", "level", "labels_file", "last_new", SEGMENT})
 # The free-text columns that may carry a URL or an upstream reply: redacted on every write (pipeline/redact.py).
 UPSTREAM_TEXT_COLUMNS = frozenset({"events", "message", "detail"})
 INT_COLUMNS = frozenset({
@@ -177,14 +186,8 @@ CORPUS_WIDE = ""  # the `pipeline` of alerts that concern the corpus or the run,
 CORPUS_METRIC = "corpus"  # the `metric` of the drift alert (its statistics are named in the message)
 
 # --- segments (pipeline/segments.py): a gold tag, or the source or category of a question's gold documents ------
+# (their files and columns are with the others above)
 
-SEGMENTS = "segments.csv"  # each segment's metric means per run, pipeline and k, with its n
-SEGMENT_QUESTIONS = "segment_questions.csv"  # which questions each segment held on the run
-SEGMENTS_COLUMNS = ("run_date", "pipeline", "k", "segment", "metric", "value", "n_questions")
-SEGMENT_QUESTIONS_COLUMNS = ("run_date", "segment", "question_id")
-SCHEMAS.update({SEGMENTS: SEGMENTS_COLUMNS, SEGMENT_QUESTIONS: SEGMENT_QUESTIONS_COLUMNS})
-SEGMENT = "segment"
-TEXT_COLUMNS = TEXT_COLUMNS | {SEGMENT}
 # A segment's name is its kind and its value: "tag:paraphrase", "source:peps", "category:Standards Track".
 SEGMENT_TAG, SEGMENT_SOURCE, SEGMENT_CATEGORY = "tag", "source", "category"
 SEGMENT_KINDS = (SEGMENT_TAG, SEGMENT_SOURCE, SEGMENT_CATEGORY)

@@ -19,10 +19,6 @@ from pipeline.contract import (ACTIVE_DAYS, GAP_DAYS, LAST_NEW, NEW_ITEMS, RUN_D
 from pipeline.freshness import cadence_words
 
 
-def _iso(day: date | pd.Timestamp) -> str:
-    return f"{day:%Y-%m-%d}"
-
-
 def source_rows(new_by_source: Sequence[tuple[str, str, int, int]], sources: Sequence[str], run_date: date
                 ) -> list[dict]:
     """sources.csv's rows of `run_date`: one per configured source, in the configured order, a source that brought
@@ -31,7 +27,7 @@ def source_rows(new_by_source: Sequence[tuple[str, str, int, int]], sources: Seq
     A source's days with new items are the run dates its documents were first seen on; its usual gap is the median
     gap between consecutive ones (empty with fewer than two). A source's first run brings its backlog (a folder's
     older dated files, a feed's current items): one day among the others."""
-    day = _iso(run_date)
+    day = store.iso_day(run_date)
     rows = []
     for name in sources:
         mine = [(seen, n, present) for source, seen, n, present in new_by_source if source == name and n > 0]
@@ -41,7 +37,7 @@ def source_rows(new_by_source: Sequence[tuple[str, str, int, int]], sources: Seq
         rows.append({RUN_DATE: day, SOURCE: name,
                      NEW_ITEMS: sum(n for seen, n, _ in mine if seen == day),
                      TOTAL_ITEMS: sum(present for _, _, present in mine),
-                     LAST_NEW: _iso(last) if last else "",
+                     LAST_NEW: store.iso_day(last) if last else "",
                      GAP_DAYS: (run_date - last).days if last else math.nan,
                      ACTIVE_DAYS: len(days),
                      USUAL_GAP_DAYS: float(np.median(gaps)) if len(gaps) else math.nan})
