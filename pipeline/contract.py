@@ -145,8 +145,10 @@ NOVEL_SHARE = "novel_share"  # new chunks with no close neighbour in the referen
 DUPLICATE_SHARE = "duplicate_share"  # new chunks with a near copy elsewhere in the corpus
 NEW_CATEGORY_SHARE = "new_category_share"  # new chunks in categories the reference lacks
 NEW_SOURCE_SHARE = "new_source_share"  # new chunks from sources the reference lacks
+# The documents' languages, current against reference (total variation of the shares; a G-test on documents).
+LANGUAGE_SHARE = "language_share"
 DRIFT_FAMILY = (PSI_MEAN, KS_MAX, CLASSIFIER_ACCURACY, NOVEL_SHARE, DUPLICATE_SHARE, NEW_CATEGORY_SHARE,
-                NEW_SOURCE_SHARE)
+                NEW_SOURCE_SHARE, LANGUAGE_SHARE)
 # Context statistics (verdict `context`).
 EVIDENTLY_MODEL_AUC = "evidently_model_auc"  # Evidently's own bootstrap decides its flag
 EVIDENTLY_DRIFTED = "evidently_drifted"

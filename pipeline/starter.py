@@ -101,6 +101,8 @@ NOTES: dict[str, dict[str, str]] = {
         "novelty_effect": "share of new chunks unlike anything in the reference, above its null mean",
         "duplicate_effect": "share of new chunks with a near copy, above the reference's own share",
         "composition_effect": "share of new chunks in categories or sources the reference lacks",
+        "language_effect": "total variation of the documents' language shares, above its null mean",
+        "language_min_documents": "a language held by fewer documents (both windows) is pooled as other",
         "duplicate_cosine": "nearest-neighbour cosine at or above which a chunk is a near copy",
         "max_deleted_share": "a run deleting more of the corpus than this alerts",
         "seed": "seed of every sample and permutation",
