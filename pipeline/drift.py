@@ -1,9 +1,9 @@
 """Drift of what changed: the chunks new in the current window against those of a reference window (disjoint
 samples), by PSI and KS on principal components fitted on both, a kNN domain classifier, novel content,
-near copies, new categories or sources and the documents' languages, each with its null at the actual sample sizes (a permutation
-null over whole documents, or Fisher's exact test on documents: the document is the unit) and a verdict after
-Holm's correction and an effect-size line; Evidently's classifier and the top-1 cosine as context; the query-log
-reader."""
+near copies, new categories or sources and the documents' languages, each with its null at the actual sample sizes
+(a permutation null over whole documents, or Fisher's exact test on documents: the document is the unit) and a
+verdict after Holm's correction and an effect-size line; Evidently's classifier and the top-1 cosine as context; the
+query-log reader."""
 
 from __future__ import annotations
 
