@@ -734,7 +734,9 @@ def language_shares(languages: Sequence[str], is_cur: np.ndarray, min_documents:
     """The documents' languages, current against reference: the value is the total variation distance between the
     two windows' shares of documents per language (languages of fewer than `min_documents` documents pooled), the
     p-value that of the G-test on the window x language table of DOCUMENTS under their permutation null, exact where
-    the chi-square approximation is not (a few foreign items); the effect is the distance above its null mean.
+    the chi-square approximation is not (a few foreign items); the effect is the distance above its null mean, and 0
+    when fewer than `min_documents` current documents are in excess of the reference's shares (the distance times
+    the current documents): one misread item in a window of three is a third of it, never a shift.
     `languages`: per document, its language; `is_cur`: (1 + draws, documents), row 0 the observed split, the others
     permutations of the documents."""
     columns, one_hot = language_table(languages, min_documents)
@@ -744,6 +746,8 @@ def language_shares(languages: Sequence[str], is_cur: np.ndarray, min_documents:
                             - ref_counts / ref_counts.sum(axis=1, keepdims=True)).sum(axis=1)
     g = g_statistic(cur_counts, ref_counts)
     verdict = _verdict(LANGUAGES, distance[0], distance[1:])
+    if distance[0] * cur_counts[0].sum() < min_documents - 1e-9:
+        verdict = dataclasses.replace(verdict, effect=0.0)
     from pipeline.shifts import language_name  # shifts reads the config and the contract only: no cycle
 
     n_cur, n_ref = int(cur_counts[0].sum()), int(ref_counts[0].sum())

@@ -78,6 +78,12 @@ def test_one_misread_item_does_not_drift():
     verdict = drift.language_shares(_languages({"en": 60}, {"en": 12, "de": 1}), _split(60, 13, 500), 3)
     [decided] = drift.decide([verdict], config.alpha, drift.effect_thresholds(config))
     assert decided.verdict == contract.STABLE and decided.value == pytest.approx(1 / 13)
+    # In a window of three long documents (a day of PEPs) one misread is a third of it, and significant on its own:
+    # fewer than language_min_documents (3) documents in excess of the reference's shares is no effect.
+    verdict = drift.language_shares(_languages({"en": 200}, {"en": 2, "de": 1}), _split(200, 3, 500), 3)
+    [decided] = drift.decide([verdict], config.alpha, drift.effect_thresholds(config))
+    assert verdict.value == pytest.approx(1 / 3) and verdict.p_value < config.alpha
+    assert decided.verdict == contract.STABLE and verdict.effect == 0
 
 
 def test_seeded_nulls_with_misread_items_stay_within_alpha():
