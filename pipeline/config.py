@@ -261,10 +261,14 @@ class AlertsConfig:
     webhook_retries: int = 3
     # Sources (pipeline/source_health.py): silent when the days since its last new item exceed
     # max(silence_min_days, silence_gap_factor x its median gap between days with new items), learned once it has
-    # brought new items on silence_min_history days.
+    # brought new items on silence_min_history days, and the gap its rate of new items leaves below silence_alpha.
     silence_min_days: int = 2
     silence_gap_factor: float = 3.0
     silence_min_history: int = 5
+    # The rate line: a source bringing new items on a share p of its days (smoothed) goes g days without one with
+    # probability (1 - p) ** g; silent only past the g where that falls below silence_alpha / the sources tested
+    # (Bonferroni), so a sparse, bursty source (a topic, an outlet) is not called silent by its short median gap.
+    silence_alpha: float = 0.001
     # A spike: a source's new items on a run far above its last spike_window runs (at least spike_min_history),
     # by a negative binomial upper tail, Holm over the sources at spike_alpha, and above spike_factor x its median.
     spike_window: int = 28
@@ -632,6 +636,8 @@ def _check(cfg: Config, src: str) -> None:
         raise bad("alerts.webhook_url", "must be an http(s) URL")
     if not 0 <= a.webhook_retries <= MAX_WEBHOOK_RETRIES:
         raise bad("alerts.webhook_retries", f"must be >= 0 and <= {MAX_WEBHOOK_RETRIES}")
+    if not 0 < a.silence_alpha < 1:
+        raise bad("alerts.silence_alpha", "must be > 0 and < 1")
     if a.silence_min_days < 1 or a.silence_gap_factor < 1 or a.silence_min_history < 3:
         raise bad("alerts.silence_min_days", "silence_min_days must be >= 1, silence_gap_factor >= 1 and "
                                              "silence_min_history >= 3 days with new items")

@@ -60,7 +60,7 @@ AGREEMENT_COLUMNS = ("run_date", "metric", "judge", "level", "n", "agreement", "
 
 # One row per configured source and run, a source that brought nothing included (pipeline/source_health.py).
 SOURCES_COLUMNS = ("run_date", "source", "new_items", "total_items", "last_new", "gap_days", "active_days",
-                   "usual_gap_days")
+                   "usual_gap_days", "first_new", "fetch_failed")
 
 # The segments (pipeline/segments.py): a gold tag, or the source or category of a question's gold documents.
 SEGMENTS = "segments.csv"  # each segment's metric means per run, pipeline and k, with its n
@@ -88,20 +88,23 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
 # Columns appended to a file's contract after stores were written with it: a file whose header ends before them
 # (written by an earlier driftwatch) is read with them empty, and the next run rewrites it with them
 # (pipeline/store.py `upgrade`). Only ever appended at the end, so an old row is the new one minus empty fields.
-ADDED_COLUMNS: dict[str, tuple[str, ...]] = {DRIFT: ("effect_from",)}
+# sources.csv: the source's first day with new items (its rate of new items is learned from it) and whether its fetch
+# failed on the run (feeds_failed reports it; it is not also called silent).
+ADDED_COLUMNS: dict[str, tuple[str, ...]] = {DRIFT: ("effect_from",), SOURCES: ("first_new", "fetch_failed")}
 
 # Column types: the columns not listed here are numbers (float).
 TEXT_COLUMNS = frozenset({
     "run_id", "started_at", "finished_at", "status", "model", "config_hash", "events", "pipeline", "metric",
     "question_id", "retrieved", "statistic", "reference_date", "rule", "severity", "message", "reference_start",
     "current_start", "verdict", "detail", "since", "signal", "target", "kind", "source", "faithfulness_state",
-    "unsupported", "citations_invalid", "layer", "judge", "level", "labels_file", "last_new", SEGMENT})
+    "unsupported", "citations_invalid", "layer", "judge", "level", "labels_file", "last_new", SEGMENT,
+    "first_new"})
 # The free-text columns that may carry a URL or an upstream reply: redacted on every write (pipeline/redact.py).
 UPSTREAM_TEXT_COLUMNS = frozenset({"events", "message", "detail"})
 INT_COLUMNS = frozenset({
     "feeds_ok", "feeds_failed", "docs_new", "docs_updated", "docs_deleted", "docs_total", "chunks_total",
     "chunks_embedded", "k", "n_questions", "first_relevant_rank", "gold_missing", "n_reference", "n_current",
-    "new_items", "total_items", "active_days"})
+    "new_items", "total_items", "active_days", "fetch_failed"})
 
 # Column names that code selects on (the tuples above are the files' full contracts).
 RUN_DATE = "run_date"
@@ -114,6 +117,7 @@ EVENTS, DOCS_TOTAL = "events", "docs_total"
 SOURCE, GOLD_IN_CONTEXT, LAYER = "source", "gold_in_context", "layer"
 NEW_ITEMS, TOTAL_ITEMS, LAST_NEW, GAP_DAYS = "new_items", "total_items", "last_new", "gap_days"
 ACTIVE_DAYS, USUAL_GAP_DAYS = "active_days", "usual_gap_days"
+FIRST_NEW, FETCH_FAILED = "first_new", "fetch_failed"
 
 # Longest document or question id accepted (characters): ids land in every CSV row and in messages.
 MAX_ID_LENGTH = 512

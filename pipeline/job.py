@@ -533,7 +533,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             answers.write_run(data_dir, run_date, answered_run)
         if config.sources:  # each source's freshness and volume, read from the corpus: a re-run writes the same rows
             store.replace_date(data_dir, contract.SOURCES, run_date,
-                               source_rows(corpus.new_by_source(run_date), [s.name for s in config.sources], run_date))
+                               source_rows(corpus.new_by_source(run_date), [s.name for s in config.sources], run_date,
+                                           {o.source for o in failed}))
         alerts, to_notify = evaluate_run_alerts(config, run_date, run,
                                                 store.with_rows(stored_questions, contract.PER_QUESTION, run_date,
                                                                 question_rows), members)

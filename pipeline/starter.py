@@ -132,6 +132,7 @@ NOTES: dict[str, dict[str, str]] = {
         "silence_min_days": "a source is silent after at least this many days without a new item",
         "silence_gap_factor": "... and after this many times its median gap between days with new items",
         "silence_min_history": "days with new items a source needs before its usual gap is learned",
+        "silence_alpha": "... and after the gap its rate of new items leaves below this (Bonferroni over sources)",
         "spike_window": "the runs of a source's history its volume spike is tested against",
         "spike_min_history": "the runs of history a source needs before a spike can fire",
         "spike_factor": "a spike is also above this many times the source's median new items",
