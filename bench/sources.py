@@ -173,8 +173,9 @@ def delay_table(stream: str, counts: Counts, days: list[date], config: AlertsCon
     """Each source with a learned usual gap, silent for SILENCE_DAYS days from each start: the silent day the
     alert came on (1 = the silence's first day), or '-' when the silence is shorter than the source's line."""
     print(f"\n## {stream}: a {SILENCE_DAYS}-day silence injected at day N of the stream: the silent day it alerts on")
-    print("| source | usual gap (days) | line (days, rule before) | " + " | ".join(f"day {s}" for s in starts) + " |")
-    print("| --- | --- | --- | " + " --- |" * len(starts))
+    print("| source | usual gap (days) | daily rate | line (days; before the rate line) | "
+          + " | ".join(f"day {s}" for s in starts) + " |")
+    print("| --- | --- | --- | --- | " + " --- |" * len(starts))
     for source in sorted(counts, key=lambda s: -sum(counts[s].values())):
         active = sorted(counts[source])
         if len(active) < config.silence_min_history + 1:
@@ -188,8 +189,9 @@ def delay_table(stream: str, counts: Counts, days: list[date], config: AlertsCon
             fired = [a for a in replay({source: quiet[source]}, window, config)
                      if a.rule == SOURCE_SILENT and date.fromisoformat(a.run_date) >= start]
             cells.append(str((date.fromisoformat(fired[0].run_date) - start).days + 1) if fired else "-")
-        print(f"| {source} | {gaps.median():g} | {silence_line(float(gaps.median()), config):g} | "
-              + " | ".join(cells) + " |")
+        rate = source_health.daily_rate(len(active), f"{active[0]:%Y-%m-%d}", f"{active[-1]:%Y-%m-%d}")
+        line, before = silence_line(float(gaps.median()), config, rate), silence_line(float(gaps.median()), config)
+        print(f"| {source} | {gaps.median():g} | {rate:.2f} | {line:.3g}; {before:g} | " + " | ".join(cells) + " |")
 
 
 def spike_table(injections: dict[str, tuple[Counts, list[date], date, int]], config: AlertsConfig) -> None:
