@@ -88,8 +88,8 @@ def stream_table(streams: dict[str, dict[date, list[str]]], config: DriftConfig,
         found = [(day, verdict([*ref, *cur], len(ref), config, 0)) for day, ref, cur in windows(days, config)]
         low = sum(v.p_value < config.alpha for _, v in found)
         drifted = [f"{day} ({v.detail})" for day, v in found if v.verdict == contract.DRIFTED]
-        print(f"| {name} | {len(every)} | {sum(other.values())} ({dict(other.most_common(4))}) | {len(found)} | {low} | "
-              f"{len(drifted)} | {len(drifted) * PER_DAYS / len(found):.2f} | {'; '.join(drifted) or '-'} |")
+        print(f"| {name} | {len(every)} | {sum(other.values())} ({dict(other.most_common(4))}) | {len(found)} | "
+              f"{low} | {len(drifted)} | {len(drifted) * PER_DAYS / len(found):.2f} | {'; '.join(drifted) or '-'} |")
     news = streams["news"]
     hits = [verdict([*ref, *cur, *foreign], len(ref), config, 0).verdict == contract.DRIFTED
             for _, ref, cur in windows(news, config)]

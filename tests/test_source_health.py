@@ -216,7 +216,8 @@ def test_the_silence_line_is_learned_from_the_source_own_gaps(every, silent_for,
              if silent_sources(_rows_over(history, last + timedelta(days=g)), config)]
     assert fired[:1] == ([alerts_after] if alerts_after else [])
     rate = 9.5 / (9 * every + 1)
-    assert silence_line(every, config, rate) == pytest.approx(max(2, 3 * every, math.log(0.001) / math.log(1 - rate)))
+    expected = max(2, 3 * every, math.log(0.001) / math.log(1 - rate))
+    assert silence_line(every, config, rate) == pytest.approx(expected)
     assert silence_line(every, config) == max(2, 3 * every)  # no rate known: the median gap's line
 
 
