@@ -116,6 +116,21 @@ def test_a_silent_folder_source_alerts_naming_it(tmp_path, embedder):
     assert ongoing.since == f"{DAYS[-1]:%Y-%m-%d}" and not ongoing.new
 
 
+def _run_with_wire(tmp_path, embedder, httpserver, monkeypatch, feed, served: dict) -> tuple[list, Config]:
+    """Every run of DAYS over the steady folder and the wire, a feed on localhost answered by `feed` (served["day"]
+    is the run's day)."""
+    httpserver.expect_request("/wire.xml").respond_with_handler(feed)
+    # Each run is the daily run of its own day (fetched, not replayed): the calendar is outside the system.
+    monkeypatch.setattr(job, "_is_past", lambda config, run_date: False)
+    config = _config(tmp_path, (SourceConfig(name="steady", path=_folder(tmp_path / "feeds", "steady", DAYS)),
+                                SourceConfig(name="wire", url=httpserver.url_for("/wire.xml"))))
+    results = []
+    for day in DAYS:
+        served["day"] = day
+        results.append(run_day(config, day, embedder=embedder, notify=False))
+    return results, config
+
+
 def test_a_silent_http_source_alerts_naming_it(tmp_path, embedder, httpserver, monkeypatch):
     """The wire is a feed on localhost that brings two items a day and then stops changing: first the same items
     again (200), then a 304 to the conditional GET. Either way nothing is new, and it alerts like the folder."""
@@ -130,15 +145,7 @@ def test_a_silent_http_source_alerts_naming_it(tmp_path, embedder, httpserver, m
         items = [_item("wire", d, n) for d in (day - timedelta(days=1), day) for n in range(2) if d >= DAYS[0]]
         return Response(_feed("wire", items), content_type="application/rss+xml", headers={"ETag": etag})
 
-    httpserver.expect_request("/wire.xml").respond_with_handler(feed)
-    # Each run is the daily run of its own day (fetched, not replayed): the calendar is outside the system.
-    monkeypatch.setattr(job, "_is_past", lambda config, run_date: False)
-    config = _config(tmp_path, (SourceConfig(name="steady", path=_folder(tmp_path / "feeds", "steady", DAYS)),
-                                SourceConfig(name="wire", url=httpserver.url_for("/wire.xml"))))
-    results = []
-    for day in DAYS:
-        served["day"] = day
-        results.append(run_day(config, day, embedder=embedder, notify=False))
+    results = _run_with_wire(tmp_path, embedder, httpserver, monkeypatch, feed, served)[0]
     assert all(r.run["feeds_failed"] == 0 for r in results)
     # Fetched on every run: after the last new items, the same items again, then 304s to the conditional GET.
     assert len(served["requests"]) == len(DAYS) and served["requests"][-1] == f'"{DAYS[LAST_WIRE_DAY]:%Y%m%d}"'
@@ -157,14 +164,7 @@ def test_a_failing_feed_is_reported_as_failed_not_also_as_silent(tmp_path, embed
         items = [_item("wire", served["day"], n) for n in range(2)]
         return Response(_feed("wire", items), content_type="application/rss+xml")
 
-    httpserver.expect_request("/wire.xml").respond_with_handler(feed)
-    monkeypatch.setattr(job, "_is_past", lambda config, run_date: False)
-    config = _config(tmp_path, (SourceConfig(name="steady", path=_folder(tmp_path / "feeds", "steady", DAYS)),
-                                SourceConfig(name="wire", url=httpserver.url_for("/wire.xml"))))
-    results = []
-    for day in DAYS:
-        served["day"] = day
-        results.append(run_day(config, day, embedder=embedder, notify=False))
+    results, config = _run_with_wire(tmp_path, embedder, httpserver, monkeypatch, feed, served)
     assert [r.run["feeds_failed"] for r in results] == [0] * (LAST_WIRE_DAY + 1) + [1] * 4
     assert all(any(a.rule == contract.FEEDS_FAILED for a in r.alerts) for r in results[LAST_WIRE_DAY + 1:])
     assert not any(a.rule == SOURCE_SILENT for r in results for a in r.alerts)
