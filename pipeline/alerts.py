@@ -125,7 +125,8 @@ RUNBOOK: dict[str, RunbookEntry] = {e.rule: e for e in (
                   "results file, then re-run the date.")),
     RunbookEntry(SOURCE_SILENT, "a source brought no new item for longer than its usual gap: more than "
                                 "max(`alerts.silence_min_days`, `alerts.silence_gap_factor` x its median gap between "
-                                "days with new items)",
+                                "days with new items, the gap its daily rate of new items makes less likely than "
+                                "`alerts.silence_alpha` over the sources); a failed fetch is `feeds_failed` instead",
                  "open the source's feed or folder: is it still published, and does the run read it?",
                  ("sources.csv / Overview: the source's last new item and its usual gap.",
                   "A feed that answers but no longer changes (a 304, the same items): the publisher stopped or "
