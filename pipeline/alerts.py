@@ -126,7 +126,8 @@ RUNBOOK: dict[str, RunbookEntry] = {e.rule: e for e in (
                   "results file, then re-run the date.")),
     RunbookEntry(SOURCE_SILENT, "a source brought no new item for longer than its usual gap: more than "
                                 "max(`alerts.silence_min_days`, `alerts.silence_gap_factor` x its median gap between "
-                                "days with new items)",
+                                "days with new items, the gap its daily rate of new items makes less likely than "
+                                "`alerts.silence_alpha` over the sources); a failed fetch is `feeds_failed` instead",
                  "open the source's feed or folder: is it still published, and does the run read it?",
                  ("sources.csv / Overview: the source's last new item and its usual gap.",
                   "A feed that answers but no longer changes (a 304, the same items): the publisher stopped or "
@@ -277,10 +278,6 @@ def _days(frame: pd.DataFrame) -> pd.Series:
     return store.as_days(frame[contract.RUN_DATE])
 
 
-def _iso(day: pd.Timestamp | date) -> str:
-    return day.strftime("%Y-%m-%d")
-
-
 def _pct(fraction: float) -> str:
     return f"{fraction * 100:.3g}%"
 
@@ -422,8 +419,8 @@ def _retrieval_alerts(day: str, tests: list[_Tested], config: AlertsConfig) -> l
             severity, shown, p = ALERT, test, t.p_value
             message = (f"slow drift: the moving mean of {name} of {pipeline} is {test.value:.3f}, "
                        f"{_pct(abs(test.change))} {'below' if test.difference < 0 else 'above'} its reference "
-                       f"{test.baseline:.3f} (runs {_iso(test.baseline_days[0])} to {_iso(test.baseline_days[-1])}; "
-                       f"{where})")
+                       f"{test.baseline:.3f} (runs {store.iso_day(test.baseline_days[0])} to "
+                       f"{store.iso_day(test.baseline_days[-1])}; {where})")
         alerts.append(Alert(day, t.rule, pipeline, name, test.value, shown.baseline, test.change * 100,
                             threshold * 100, severity, message, p_value=p))
     return alerts
@@ -606,8 +603,8 @@ def _config_alerts(day: str, today: pd.Timestamp, runs: pd.DataFrame) -> list[Al
     if known("model") and run["model"] != previous["model"]:
         return [Alert(day, CONFIG_CHANGE, CORPUS_WIDE, "model", math.nan, math.nan, math.nan, math.nan, ALERT,
                       f"the embedder changed from {previous['model']} to {run['model']} since the run of "
-                      f"{_iso(pd.Timestamp(previous[contract.RUN_DATE]))}: embeddings and scores before and after "
-                      f"are not comparable; pin a new reference once the change is intended")]
+                      f"{store.iso_day(pd.Timestamp(previous[contract.RUN_DATE]))}: embeddings and scores before and "
+                      f"after are not comparable; pin a new reference once the change is intended")]
     if known("config_hash") and run["config_hash"] != previous["config_hash"]:
         return [Alert(day, CONFIG_CHANGE, CORPUS_WIDE, "config_hash", math.nan, math.nan, math.nan, math.nan,
                       WARNING, f"the settings that shape retrieval changed (config hash {previous['config_hash']} "
@@ -710,7 +707,7 @@ def mark_ongoing(alerts: Sequence[Alert], today: pd.Timestamp, runs: pd.DataFram
                 break
             if severity is not None:
                 since = d
-        marked.append(dataclasses.replace(alert, since=_iso(since)))
+        marked.append(dataclasses.replace(alert, since=store.iso_day(since)))
     return marked
 
 
@@ -741,7 +738,7 @@ def evaluate_alerts(run_date: date, metrics: pd.DataFrame, per_question: pd.Data
     a date gives the same alerts. `more`: alerts of the date found elsewhere (the segment rules,
     pipeline/segments.py), marked ongoing with the rest. Nothing is read or written here."""
     today = pd.Timestamp(run_date)
-    day = _iso(run_date)
+    day = store.iso_day(run_date)
     pipelines = list(dict.fromkeys(metrics.loc[_days(metrics) == today, contract.PIPELINE]))
     tests = _retrieval_tests(per_question, pipelines, today, config, ks)
     alerts = [

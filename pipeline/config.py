@@ -21,6 +21,7 @@ from typing import Any
 from pipeline import PROJECT_URL, __version__, redact
 from pipeline.contract import (CLASSIFIER_ACCURACY, DRIFT_FAMILY, DUPLICATE_SHARE, NEW_CATEGORY_SHARE, NEW_SOURCE_SHARE,
                                NOVEL_SHARE)
+from pipeline.contract import LANGUAGE_SHARE
 from pipeline.errors import DriftwatchError
 from pipeline.metrics import DEFAULT_WATCHED, RETRIEVAL_METRICS, default_k, series_name
 
@@ -218,7 +219,7 @@ class DriftConfig:
     # move with where any day's documents sit, and a day of long documents written together (the PEPs of one
     # era) sits apart from the days before it: they page by confirmation only (bench/corpus_null.py, PEP stream).
     page_statistics: tuple[str, ...] = (CLASSIFIER_ACCURACY, NOVEL_SHARE, DUPLICATE_SHARE, NEW_CATEGORY_SHARE,
-                                        NEW_SOURCE_SHARE)
+                                        NEW_SOURCE_SHARE, LANGUAGE_SHARE)
     # Effect sizes that count as practically large (a verdict needs significance AND its effect size).
     psi_effect: float = 0.2  # PSI above its null mean (the classic 0.2 line, on the bias-corrected PSI)
     ks_effect: float = 0.3  # the largest KS distance over the components
@@ -226,6 +227,12 @@ class DriftConfig:
     novelty_effect: float = 0.3  # share of new chunks with no close neighbour in the reference, above its null mean
     duplicate_effect: float = 0.25  # share of new chunks with a near copy (above the reference's own rate)
     composition_effect: float = 0.25  # share of new chunks in categories or sources the reference lacks
+    # The documents' languages (pipeline/drift.py language_share): the total variation between the two windows' shares
+    # of documents per language, above its null mean; a language held by fewer documents than language_min_documents
+    # (both windows together) is pooled as "other". Language identification errs on short items: the line keeps one
+    # misread item (1 in 13 is 0.08) from drifting (bench/languages.py measures it on the real streams).
+    language_effect: float = 0.2
+    language_min_documents: int = 3
     duplicate_cosine: float = 0.95  # nearest-neighbour cosine at or above which a chunk is a near copy
     max_deleted_share: float = 0.1  # a run deleting more of the corpus than this alerts
     seed: int = 0
@@ -265,10 +272,14 @@ class AlertsConfig:
     webhook_retries: int = 3
     # Sources (pipeline/source_health.py): silent when the days since its last new item exceed
     # max(silence_min_days, silence_gap_factor x its median gap between days with new items), learned once it has
-    # brought new items on silence_min_history days.
+    # brought new items on silence_min_history days, and the gap its rate of new items leaves below silence_alpha.
     silence_min_days: int = 2
     silence_gap_factor: float = 3.0
     silence_min_history: int = 5
+    # The rate line: a source bringing new items on a share p of its days (smoothed) goes g days without one with
+    # probability (1 - p) ** g; silent only past the g where that falls below silence_alpha / the sources tested
+    # (Bonferroni), so a sparse, bursty source (a topic, an outlet) is not called silent by its short median gap.
+    silence_alpha: float = 0.001
     # A spike: a source's new items on a run far above its last spike_window runs (at least spike_min_history),
     # by a negative binomial upper tail, Holm over the sources at spike_alpha, and above spike_factor x its median.
     spike_window: int = 28
@@ -613,12 +624,12 @@ def _check(cfg: Config, src: str) -> None:
                       f"({level:g}): the smallest Holm-adjusted p of {size} statistics at {draws} "
                       f"draws is {size / (draws + 1):.2g}; need more than {math.ceil(size / level) - 1}")
     for key in ("psi_effect", "ks_effect", "classifier_effect", "novelty_effect", "duplicate_effect",
-                "composition_effect", "duplicate_cosine", "max_deleted_share"):
+                "composition_effect", "language_effect", "duplicate_cosine", "max_deleted_share"):
         if not 0 < getattr(d, key) <= (10 if key == "psi_effect" else 1):
             raise bad(f"drift.{key}", "must be > 0 (and at most 1 for shares, cosines and distances)")
     if d.query_window_days <= 0:
         raise bad("drift.query_window_days", "must be > 0")
-    for key in ("shift_terms", "shift_min_documents", "shift_documents"):
+    for key in ("shift_terms", "shift_min_documents", "shift_documents", "language_min_documents"):
         if getattr(d, key) < 1:
             raise bad(f"drift.{key}", "must be >= 1")
     if not 0 < d.shift_language_share <= 1:
@@ -657,6 +668,8 @@ def _check(cfg: Config, src: str) -> None:
         raise bad("alerts.webhook_url", "must be an http(s) URL")
     if not 0 <= a.webhook_retries <= MAX_WEBHOOK_RETRIES:
         raise bad("alerts.webhook_retries", f"must be >= 0 and <= {MAX_WEBHOOK_RETRIES}")
+    if not 0 < a.silence_alpha < 1:
+        raise bad("alerts.silence_alpha", "must be > 0 and < 1")
     if a.silence_min_days < 1 or a.silence_gap_factor < 1 or a.silence_min_history < 3:
         raise bad("alerts.silence_min_days", "silence_min_days must be >= 1, silence_gap_factor >= 1 and "
                                              "silence_min_history >= 3 days with new items")

@@ -595,7 +595,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
             answers.write_run(data_dir, run_date, answered_run)
         if config.sources:  # each source's freshness and volume, read from the corpus: a re-run writes the same rows
             store.replace_date(data_dir, contract.SOURCES, run_date,
-                               source_rows(corpus.new_by_source(run_date), [s.name for s in config.sources], run_date))
+                               source_rows(corpus.new_by_source(run_date), [s.name for s in config.sources], run_date,
+                                           {o.source for o in failed}))
         if config.index_health.stores:  # each vector store read as a corpus: its snapshot, diff and findings
             health_rows, unread = index_health.run_stores(
                 config, run_date, {d for d, _, _ in corpus.snapshot_keys(run_date)} if config.sources else None,

@@ -594,6 +594,11 @@ def as_days(column: pd.Series) -> pd.Series:
     return column if pd.api.types.is_datetime64_any_dtype(column) else pd.to_datetime(column)
 
 
+def iso_day(day: date | pd.Timestamp) -> str:
+    """A day as the CSVs and the messages write it: YYYY-MM-DD."""
+    return f"{day:%Y-%m-%d}"
+
+
 def _dtype(column: str) -> str:
     if column == RUN_DATE:
         return "datetime64[ns]"

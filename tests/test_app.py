@@ -367,6 +367,9 @@ def test_drift_page_draws_the_stored_statistics(history, open_app):
 
     assert psi["psi_mean"]["y"] == values("value")
     assert psi["psi_mean, no-drift 95%"]["y"] == values("null_value")
+    languages = {t["name"]: t for t in figure(at, "drift_chart_language_share")["data"]}
+    rows = drift.query("statistic == 'language_share'")
+    assert len(rows) and languages["language_share"]["y"] == values("value")  # the demo's news: all English
     verdicts = table(at, "drift_verdicts")
     latest = drift[(drift["run_date"] == drift["run_date"].max()) & (drift["verdict"] != "context")]
     assert verdicts["statistic"].tolist() == latest["statistic"].tolist()
