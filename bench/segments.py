@@ -1,10 +1,12 @@
 """False segment alerts on null streams: simulated per-question histories (bench/_streams.py, no change) with a real
 gold set's segments (the PEP stream's tags and its gold documents' categories), replayed through the real segment
-rules. Run: python -m bench.segments [--quick] [--gold G] [--articles A]."""
+rules; and the stored per-question series of backfilled real streams in their real order, with the delay to a decline
+injected in one segment. Run: python -m bench.segments [--quick] [--gold G] [--articles A] | --store DIR [DIR ...]."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -18,7 +20,7 @@ from bench._streams import HistoryWindow, StreamSpec, run_dates, simulated_histo
 from pipeline import segments, store
 from pipeline.alerts import Alert, alerts_frame, mark_ongoing
 from pipeline.config import AlertsConfig, RetrievalConfig
-from pipeline.contract import ALERT, RUN_DATE, SEGMENT_QUESTIONS, WARNING
+from pipeline.contract import ALERT, QUESTION_ID, RUN_DATE, SEGMENT_QUESTIONS, WARNING
 from pipeline.gold import load_gold
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,33 +60,83 @@ def replay(members: dict[str, tuple[str, ...]], spec: StreamSpec, config: Alerts
     return fired
 
 
-def real_replays(data_dir: Path, n_orders: int, config: AlertsConfig) -> list[dict]:
-    """The per-question series of a real data directory as null streams: the runs on which no gold document was
-    missing, their dates reordered at random (seeded; the first order is the real one), each replayed through the
-    segment rules with the directory's latest segments. Per order: pages and the segments that fired."""
+def scored_history(data_dir: Path) -> tuple[pd.DataFrame, dict[str, tuple[str, ...]], list[pd.Timestamp]]:
+    """A real data directory's per-question series on the runs where no gold document was missing (before a gold
+    document arrives its question scores 0: a change of the gold set's coverage, not of retrieval), its latest
+    segments, and those run dates."""
     history = store.read_per_question(data_dir)
     members = segments.members_on(store.read(data_dir, SEGMENT_QUESTIONS), history[RUN_DATE].max())
     missing = history.groupby(RUN_DATE)["gold_missing"].sum()
     days = sorted(d for d, n in missing.items() if n == 0)
-    history = history[history[RUN_DATE].isin(days)]
-    rng = np.random.default_rng(0)
-    rows = []
-    for order in range(n_orders):
-        shuffled = days if order == 0 else list(rng.permutation(days))
-        moved = history.assign(**{RUN_DATE: history[RUN_DATE].map(dict(zip(shuffled, days)))})
-        moved = moved.sort_values(RUN_DATE, kind="stable")
-        runs = pd.DataFrame({RUN_DATE: days})
-        fired: list[Alert] = []
-        for day in days:
-            found = segments.segment_alerts(f"{day:%Y-%m-%d}", day, moved[moved[RUN_DATE] <= day], members, config,
-                                            KS)
-            fired += mark_ongoing(found, day, runs[runs[RUN_DATE] <= day],
-                                  alerts_frame(fired).astype({RUN_DATE: "datetime64[ns]"}))
-        new = [a for a in fired if a.new]
-        rows.append({"order": "real" if order == 0 else f"shuffled {order}", "days": len(days),
-                     "pages": len({a.run_date for a in new if a.severity == ALERT}),
-                     "segments": sorted({a.metric.split(" ", 1)[1] for a in new})})
-    return rows
+    return history[history[RUN_DATE].isin(days)], members, days
+
+
+def ordered_replay(history: pd.DataFrame, members: dict[str, tuple[str, ...]], days: Sequence[pd.Timestamp],
+                   config: AlertsConfig) -> dict:
+    """Every run of a stored stream in its real order through the segment rules, as the daily job would: the new
+    segment alert conditions (marked ongoing as alerts.csv holds them), the runs on which any segment was tested,
+    the largest family (segment x pipeline x series per rule) and the first run of each new condition."""
+    runs = pd.DataFrame({RUN_DATE: list(days)})
+    fired: list[Alert] = []
+    armed, family = 0, 0
+    for day in days:
+        seen = history[history[RUN_DATE] <= day]
+        tested = segments.segment_tests(seen, members, config, KS, day)
+        armed += bool(tested)
+        family = max([family] + [sum(t.rule == r for t in tested) for r in segments.RULE_OF])
+        found = segments.alerts_of(f"{day:%Y-%m-%d}", tested, config)
+        fired += mark_ongoing(found, day, runs[runs[RUN_DATE] <= day],
+                              alerts_frame(fired).astype({RUN_DATE: "datetime64[ns]"}))
+    new = [a for a in fired if a.new]
+    return {"days": len(days), "armed": armed, "family": family, "alerts": len(new),
+            "first": [(pd.Timestamp(a.run_date), a.metric.split(" ", 1)[1]) for a in new], "segments": sorted({a.metric.split(" ", 1)[1] for a in new})}
+
+
+METRIC_COLUMNS = ("hit", "recall", "precision", "rr", "ndcg")
+
+
+def injected(history: pd.DataFrame, ids: Sequence[str], start: pd.Timestamp, share: float, seed: int) -> pd.DataFrame:
+    """The stream with a decline confined to one segment: from `start` on, a seeded `share` of its questions lose
+    their relevant documents on every pipeline (every metric 0), the rest of the questions untouched."""
+    rng = np.random.default_rng(seed)
+    ids = sorted(ids)
+    lost = set(rng.choice(ids, max(1, round(share * len(ids))), replace=False))
+    rows = (history[RUN_DATE] >= start) & history[QUESTION_ID].astype(str).isin(lost)
+    out = history.copy()
+    out.loc[rows, list(METRIC_COLUMNS)] = 0.0
+    return out
+
+
+def stream_table(stores: Sequence[Path], config: AlertsConfig, segment: str | None, share: float,
+                 until: str | None = None) -> str:
+    """The ordered null of each stored stream, and the delay to a decline injected in one segment (the given one, else
+    the smallest tested tag) half way through its armed runs."""
+    lines = [f"Segment rules on ordered real streams (segment_alpha {config.segment_alpha:g}, reference_runs "
+             f"{config.reference_runs}, segment_min_n {config.segment_min_n}; runs with every gold document present)",
+             "| stream | runs | armed runs | largest family | false alerts | per 90 armed runs | segments that fired "
+             "| injected decline | delay (runs) |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for data_dir in stores:
+        history, members, days = scored_history(data_dir)
+        if until is not None:  # a stream's null part only (the demo's stable period, before its drift event)
+            days = [d for d in days if d <= pd.Timestamp(until)]
+            history = history[history[RUN_DATE].isin(days)]
+        null = ordered_replay(history, members, days, config)
+        n_questions = history[QUESTION_ID].nunique()
+        tags = [s for s, ids in members.items() if config.segment_min_n <= len(ids) < n_questions]
+        chosen = segment or min(tags, key=lambda s: (not s.startswith("tag:"), len(members[s])), default=None)
+        delay = "-"
+        if chosen in members:
+            start = days[len(days) - max(1, null["armed"] // 2)]
+            hit = ordered_replay(injected(history, members[chosen], start, share, 0), members,
+                                 days, config)
+            after = sorted(d for d, s in hit["first"] if d >= start and s == chosen)
+            runs_after = [d for d in days if d >= start]
+            delay = str(runs_after.index(after[0])) if after else f"none in {len(runs_after)}"
+            chosen = f"{chosen} ({len(members[chosen])}), {share:.0%} of it from {start:%Y-%m-%d}"
+        per90 = null["alerts"] * PER_DAYS / max(null["armed"], 1)
+        lines.append(f"| {data_dir.name} | {null['days']} | {null['armed']} | {null['family']} | {null['alerts']} | "
+                     f"{per90:.2f} | {', '.join(null['segments']) or '-'} | {chosen or '-'} | {delay} |")
+    return "\n".join(lines)
 
 
 def tested_segments(members: dict[str, tuple[str, ...]], n_questions: int, config: AlertsConfig) -> list[str]:
@@ -134,22 +186,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--p", type=float, nargs="+", default=None, help="the streams' mean hit@5 (default: 0.7 0.9)")
     parser.add_argument("--articles", type=Path, default=PEPS / "articles.jsonl",
                         help="the PEP stream's articles.jsonl (the categories of the gold documents)")
-    parser.add_argument("--store", type=Path, default=None,
-                        help="a real data directory: replay its per-question series, in the real and shuffled orders")
-    parser.add_argument("--orders", type=int, default=10, help="with --store: the orders replayed (the first real)")
+    parser.add_argument("--store", type=Path, nargs="+", default=None,
+                        help="real data directories (backfilled streams): replay their stored per-question series in "
+                             "their real order, and with a decline injected in one segment")
+    parser.add_argument("--segment", default=None, help="with --store: the segment to decline (default: the smallest tested tag)")
+    parser.add_argument("--share", type=float, default=0.5, help="with --store: the share of its questions that fail")
+    parser.add_argument("--until", default=None, help="with --store: replay the runs up to this date only")
+    parser.add_argument("--reference-runs", type=int, default=None, help="alerts.reference_runs (default: its default)")
     args = parser.parse_args(argv)
+    config = AlertsConfig() if args.alpha is None else AlertsConfig(segment_alpha=args.alpha)
+    if args.reference_runs is not None:
+        config = dataclasses.replace(config, reference_runs=args.reference_runs)
     if args.store is not None:
-        config = AlertsConfig() if args.alpha is None else AlertsConfig(segment_alpha=args.alpha)
-        print("| order | days | segment pages | segments that fired |\n| --- | --- | --- | --- |")
-        for r in real_replays(args.store, args.orders, config):
-            print(f"| {r['order']} | {r['days']} | {r['pages']} | {', '.join(r['segments']) or '-'} |")
+        print(stream_table(args.store, config, args.segment, args.share, args.until))
         return 0
     if not args.gold.exists():
         print(f"error: {args.gold}: gold set not found (--gold)", file=sys.stderr)
         return 2
     members = pep_members(args.gold, args.articles)
     n_questions = len(load_gold(args.gold))
-    config = AlertsConfig() if args.alpha is None else AlertsConfig(segment_alpha=args.alpha)
     grid = QUICK if args.quick else FULL
     rows = run(members, n_questions, grid if args.p is None else {**grid, "p": tuple(args.p)}, config)
     print(format_report(members, n_questions, rows, config))

@@ -10,16 +10,19 @@ import json
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
+from unittest import mock
 
+import numpy as np
 import pandas as pd
 
 from pipeline import contract, store
 from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
 from pipeline.config import AlertsConfig
 from pipeline.contract import SOURCE_SILENT, SOURCE_SPIKE
-from pipeline.source_health import silence_line, source_rows
+from pipeline import source_health
+from pipeline.source_health import silence_line, silent_sources, source_rows
 from pipeline.sources import dated_files, read_feed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,6 +106,58 @@ def null_table(streams: dict[str, Counts], days: dict[str, list[date]], config: 
             print(f"  spike: {a.run_date} {a.message}")
 
 
+def _bursty(rng: np.random.Generator, days: int) -> np.ndarray:
+    """A source that alternates lulls (items on 5% of days) and bursts (80%), switching with probability 0.15 a day."""
+    state, out = rng.random() < 0.5, np.zeros(days, bool)
+    for i in range(days):
+        state = state != (rng.random() < 0.15)
+        out[i] = rng.random() < (0.8 if state else 0.05)
+    return out
+
+
+SIMULATED = {  # name: a day-by-day "brings new items" draw for `days` days
+    "Bernoulli p=0.95 (daily)": lambda rng, days: rng.random(days) < 0.95,
+    "Bernoulli p=0.6": lambda rng, days: rng.random(days) < 0.6,
+    "Bernoulli p=0.3 (sparse)": lambda rng, days: rng.random(days) < 0.3,
+    "bursty (lulls 5%, bursts 80%)": _bursty,
+}
+
+
+def simulated_pages(draw: Callable, config: AlertsConfig, streams: int, sources: int, days: int) -> int:
+    """Silence pages (a source silent on a run and not on the run before) over seeded streams of `sources` sources
+    drawn alike, each day's sources.csv rows built by `source_rows` and judged by `silent_sources`."""
+    pages = 0
+    start = date(2026, 1, 1)
+    for seed in range(streams):
+        rng = np.random.default_rng(seed)
+        names = [f"s{i}" for i in range(sources)]
+        active = {name: draw(rng, days) for name in names}
+        before: set[str] = set()
+        for i in range(days):
+            day = start + timedelta(days=i)
+            seen = [(name, f"{start + timedelta(days=int(j)):%Y-%m-%d}", 1, 1) for name in names
+                    for j in np.flatnonzero(active[name][:i + 1])]
+            now = {s.source for s in silent_sources(pd.DataFrame(source_rows(seen, names, day)), config)}
+            pages += len(now - before)
+            before = now
+    return pages
+
+
+def simulated_table(config: AlertsConfig, streams: int = 8, sources: int = 5, days: int = 90) -> None:
+    """Silence pages per 90 days per source on seeded null sources, with the rate line and without it (the rule
+    before: max(silence_min_days, silence_gap_factor x median gap))."""
+    print(f"\n## Seeded null sources ({streams} streams of {sources} sources, {days} days): silence pages per source "
+          "per 90 days")
+    print("| sources | with the rate line | without it (the rule before) |")
+    print("| --- | --- | --- |")
+    for name, draw in SIMULATED.items():
+        rate = simulated_pages(draw, config, streams, sources, days)
+        with mock.patch.object(source_health, "rate_line", lambda rate, alpha: 0.0):
+            before = simulated_pages(draw, config, streams, sources, days)
+        per = PER_DAYS / days / (streams * sources)
+        print(f"| {name} | {rate * per:.3f} | {before * per:.3f} |")
+
+
 def tradeoff_table(counts: Counts, days: list[date], config: AlertsConfig) -> None:
     """Silence pages per 90 days on one split against the silence settings (the sparse sources' trade-off)."""
     print("\n## news:topic: silence pages per 90 days against the settings")
@@ -118,8 +173,9 @@ def delay_table(stream: str, counts: Counts, days: list[date], config: AlertsCon
     """Each source with a learned usual gap, silent for SILENCE_DAYS days from each start: the silent day the
     alert came on (1 = the silence's first day), or '-' when the silence is shorter than the source's line."""
     print(f"\n## {stream}: a {SILENCE_DAYS}-day silence injected at day N of the stream: the silent day it alerts on")
-    print("| source | usual gap (days) | line (days) | " + " | ".join(f"day {s}" for s in starts) + " |")
-    print("| --- | --- | --- | " + " --- |" * len(starts))
+    print("| source | usual gap (days) | daily rate | line (days; before the rate line) | "
+          + " | ".join(f"day {s}" for s in starts) + " |")
+    print("| --- | --- | --- | --- | " + " --- |" * len(starts))
     for source in sorted(counts, key=lambda s: -sum(counts[s].values())):
         active = sorted(counts[source])
         if len(active) < config.silence_min_history + 1:
@@ -133,8 +189,9 @@ def delay_table(stream: str, counts: Counts, days: list[date], config: AlertsCon
             fired = [a for a in replay({source: quiet[source]}, window, config)
                      if a.rule == SOURCE_SILENT and date.fromisoformat(a.run_date) >= start]
             cells.append(str((date.fromisoformat(fired[0].run_date) - start).days + 1) if fired else "-")
-        print(f"| {source} | {gaps.median():g} | {silence_line(float(gaps.median()), config):g} | "
-              + " | ".join(cells) + " |")
+        rate = source_health.daily_rate(len(active), f"{active[0]:%Y-%m-%d}", f"{active[-1]:%Y-%m-%d}")
+        line, before = silence_line(float(gaps.median()), config, rate), silence_line(float(gaps.median()), config)
+        print(f"| {source} | {gaps.median():g} | {rate:.2f} | {line:.3g}; {before:g} | " + " | ".join(cells) + " |")
 
 
 def spike_table(injections: dict[str, tuple[Counts, list[date], date, int]], config: AlertsConfig) -> None:
@@ -167,8 +224,10 @@ def main(argv: list[str] | None = None) -> int:
         "peps:type": split(peps, lambda _, c: c[:1]),
     }
     print(f"settings: {config.silence_min_days=}, {config.silence_gap_factor=}, {config.silence_min_history=}, "
+          f"{config.silence_alpha=}, "
           f"{config.spike_window=}, {config.spike_min_history=}, {config.spike_factor=}, {config.spike_alpha=}")
     null_table(streams, days, config)
+    simulated_table(config)
     sports = len(read_feed((args.news / "offtopic_sports.xml").read_bytes(), source="news", location="").documents)
     cooking = sum(len(read_feed(p.read_bytes(), source="peps", location="").documents)
                   for p in sorted((args.peps / "offtopic").glob("*.xml")))

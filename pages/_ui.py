@@ -334,7 +334,7 @@ _PHONE_CSS = """<style>
 </style>"""
 
 
-def condition_markdown(condition: views.OpenCondition) -> str:
+def condition_markdown(condition: views.OpenCondition | views.SegmentSummary) -> str:
     """A condition's line with its next step and the link to its runbook entry (Markdown)."""
     entry = condition.runbook
     return (f"{views.escape_markdown(condition.line)} · next: {views.escape_markdown(entry.next_step)} "
@@ -363,7 +363,8 @@ def alert_banner() -> None:
             noun = "condition" if len(part) == 1 else "conditions"
             lines = [views.escape_markdown(f"{len(part)} open {severity} {noun} on the latest run ({day}):")]
             with st.container(key=f"alert_banner_{severity}"):
-                box("\n".join(lines + [f"- {condition_markdown(c)}" for c in part]), icon=SEVERITY_ICONS[severity])
+                box("\n".join(lines + [f"- {condition_markdown(c)}" for c in views.banner_items(part)]),
+                    icon=SEVERITY_ICONS[severity])
         if counts.acknowledged:
             with st.container(key="alert_banner_acknowledged"):
                 st.info("\n".join([views.escape_markdown(f"{len(counts.acknowledged)} acknowledged "

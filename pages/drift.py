@@ -83,7 +83,8 @@ for column, statistic, title, unit in (
         (right, contract.CLASSIFIER_ACCURACY, "Domain classifier (kNN, balanced accuracy)", "accuracy (0.5 = no drift)"),
         (left, contract.NOVEL_SHARE, "Share of new chunks unlike any in the reference", "share of new chunks (0–1)"),
         (right, contract.NEW_CATEGORY_SHARE, "Share of new chunks in categories the reference lacks",
-         "share of new chunks (0–1)")):
+         "share of new chunks (0–1)"),
+        (left, contract.LANGUAGE_SHARE, "Documents' languages against the reference's", "total variation (0–1)")):
     with column:
         st.plotly_chart(charts.lines_figure(drift_views.drift_against_null(drift, statistic), contract.STATISTIC, title,
                                             unit, events=events), key=f"drift_chart_{statistic}")

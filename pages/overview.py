@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import _ui as ui
-from pipeline import charts, contract, source_health, views
+from pipeline import canary, charts, contract, source_health, views
 from pipeline.alerts import plural
 from pipeline.views import alerts as alerts_views, overview as overview_views
 
@@ -67,6 +67,16 @@ for verdict in overview_views.verdicts(metrics, alerts, k, config.alerts):
                   for s in verdict.series]
         st.plotly_chart(charts.sparklines_figure(panels, events), key=f"overview_sparklines_{verdict.pipeline}",
                         config={"displayModeBar": False})
+
+canaries = ui.read(contract.CANARY)
+if not canaries.empty:  # the candidates: shadow pipelines that never page (pipeline/canary.py)
+    st.subheader("Candidates")
+    with st.container(key="overview_canary_lines"):
+        for line in canary.latest_sentences(canaries):
+            st.markdown(f"- {views.escape_markdown(line)}")
+    st.caption("Candidate minus the target it is compared with, per question, over the questions both scored: the "
+               "mean, its paired t 95% interval and the sign-flip permutation p. A candidate never pages.")
+    ui.table(overview_views.canary_table(canaries), "overview_canary")
 
 st.subheader("Last run")
 last = views.last_run(runs)

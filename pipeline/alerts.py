@@ -25,6 +25,7 @@ from pipeline.contract import (ALERT, CONFIG_CHANGE, CORPUS_METRIC, CORPUS_WIDE,
                                TARGETS_FAILED, WARNING)
 from pipeline.contract import SOURCE_SILENT, SOURCE_SPIKE
 from pipeline.contract import SEGMENT_DROP, SEGMENT_RULES, SEGMENT_SLOW_DRIFT
+from pipeline.contract import INDEX_GHOST, INDEX_GOLD_MISSING, INDEX_MIXED_GENERATIONS, INDEX_STALE
 from pipeline.drift import threshold_phrase, value_line
 from pipeline.source_health import silent_sources, volume_spikes
 from pipeline.metrics import ANSWER_WATCHED, REGISTRY, parse_series
@@ -125,7 +126,8 @@ RUNBOOK: dict[str, RunbookEntry] = {e.rule: e for e in (
                   "results file, then re-run the date.")),
     RunbookEntry(SOURCE_SILENT, "a source brought no new item for longer than its usual gap: more than "
                                 "max(`alerts.silence_min_days`, `alerts.silence_gap_factor` x its median gap between "
-                                "days with new items)",
+                                "days with new items, the gap its daily rate of new items makes less likely than "
+                                "`alerts.silence_alpha` over the sources); a failed fetch is `feeds_failed` instead",
                  "open the source's feed or folder: is it still published, and does the run read it?",
                  ("sources.csv / Overview: the source's last new item and its usual gap.",
                   "A feed that answers but no longer changes (a 304, the same items): the publisher stopped or "
@@ -144,8 +146,9 @@ RUNBOOK: dict[str, RunbookEntry] = {e.rule: e for e in (
 
 RUNBOOK.update({e.rule: e for e in (
     RunbookEntry(SEGMENT_DROP, "the questions of one segment (a gold tag, or the source or category of their gold "
-                               "documents) fell against the runs just before, while the rest may not have: the drop "
-                               "rule over the segment, Holm-corrected over every segment and series",
+                               "documents) fell over the last runs against the runs just before, more than the rest "
+                               "did: a segment x rest permutation test of the questions' changes, Holm-corrected over "
+                               "every segment and series",
                  "open the Segments page on the segment and drill down to its questions",
                  ("Segments page: the segment's row of the heatmap, and its questions' outcomes on the runs around "
                   "the drop.",
@@ -153,12 +156,48 @@ RUNBOOK.update({e.rule: e for e in (
                   "wording for paraphrase questions, a source, a category), not at the corpus as a whole.",
                   "Questions page: which documents replaced the segment's gold documents in the top k.")),
     RunbookEntry(SEGMENT_SLOW_DRIFT, "the smoothed series of one segment's questions moved away from its reference "
-                                     "period, a decline the overall mean can hide",
+                                     "period more than the rest's did, a decline the overall mean can hide",
                  "open the Segments page on the segment and compare its questions then and now",
                  ("Segments page: when the segment's row began to fade, and which of its questions lost their hits.",
                   "Drift page: what entered the corpus since the reference, in the segment's topic or source.",
                   "A change you accept: pin a new reference (`alerts.reference_start`) and acknowledge the "
                   "condition.")),
+)})
+
+
+# The index health of a vector store read as a corpus (pipeline/index_health.py; docs/targets.md).
+RUNBOOK.update({e.rule: e for e in (
+    RunbookEntry(INDEX_GHOST, "the store holds records of documents the corpus (the configured sources) does not "
+                              "hold on the run date: deleted or expired documents the indexing job never removed",
+                 "delete the named documents' records from the store, or find why the sources dropped them",
+                 ("index_health.csv: the store's ghost count by day and a few of their document ids (`examples`).",
+                  "A document deleted at the source: the indexing job's delete path did not run; delete its "
+                  "records (by document id) and fix the job. A document the sources still carry under another id: "
+                  "the store and the feeds disagree on ids; make the indexing job use the feed's ids.",
+                  "Retrieval can return a ghost: its text is no longer true, and it takes a place in the top k.")),
+    RunbookEntry(INDEX_STALE, "records whose stored text changed while their vector did not (from the previous "
+                              "snapshot), or whose re-embedding is further than `index_health.stale_cosine` from "
+                              "the stored vector",
+                 "re-embed the named records with the collection's model and write their vectors",
+                 ("index_health.csv: the stale count and a few record ids; a record stays stale until its vector "
+                  "changes.",
+                  "The indexing job updated the payload (the text) without re-embedding: re-embed on every text "
+                  "change. Retrieval finds such a record by its old text.")),
+    RunbookEntry(INDEX_MIXED_GENERATIONS, "records outside the collection's main embedding generation: another model "
+                                          "stamp, dimension or norm, or a re-embedded sample between "
+                                          "`index_health.stale_cosine` and `index_health.generation_cosine` (another "
+                                          "backend or quantisation of the model)",
+                 "re-embed the named generation with the collection's model, or finish the migration",
+                 ("The message says how the generations were told apart and how many records each holds.",
+                  "A migration half done (a new model, truncate_dim, ONNX int8): vectors of two spaces are compared "
+                  "with one query vector and rank wrongly; re-embed the minority, or the whole collection with the "
+                  "new model and switch queries with it.")),
+    RunbookEntry(INDEX_GOLD_MISSING, "gold documents that the corpus holds on the run date have no record in the "
+                                     "store",
+                 "index the named documents into the store, then re-run the date",
+                 ("index_health.csv: the gold_absent count and the document ids.",
+                  "A document the indexing job skipped or deleted: re-index it. The questions that need it cannot "
+                  "be answered from the store until then.")),
 )})
 
 
@@ -238,10 +277,6 @@ def is_new(alerts: pd.DataFrame) -> pd.Series:
 
 def _days(frame: pd.DataFrame) -> pd.Series:
     return store.as_days(frame[contract.RUN_DATE])
-
-
-def _iso(day: pd.Timestamp | date) -> str:
-    return day.strftime("%Y-%m-%d")
 
 
 def _pct(fraction: float) -> str:
@@ -385,8 +420,8 @@ def _retrieval_alerts(day: str, tests: list[_Tested], config: AlertsConfig) -> l
             severity, shown, p = ALERT, test, t.p_value
             message = (f"slow drift: the moving mean of {name} of {pipeline} is {test.value:.3f}, "
                        f"{_pct(abs(test.change))} {'below' if test.difference < 0 else 'above'} its reference "
-                       f"{test.baseline:.3f} (runs {_iso(test.baseline_days[0])} to {_iso(test.baseline_days[-1])}; "
-                       f"{where})")
+                       f"{test.baseline:.3f} (runs {store.iso_day(test.baseline_days[0])} to "
+                       f"{store.iso_day(test.baseline_days[-1])}; {where})")
         alerts.append(Alert(day, t.rule, pipeline, name, test.value, shown.baseline, test.change * 100,
                             threshold * 100, severity, message, p_value=p))
     return alerts
@@ -569,8 +604,8 @@ def _config_alerts(day: str, today: pd.Timestamp, runs: pd.DataFrame) -> list[Al
     if known("model") and run["model"] != previous["model"]:
         return [Alert(day, CONFIG_CHANGE, CORPUS_WIDE, "model", math.nan, math.nan, math.nan, math.nan, ALERT,
                       f"the embedder changed from {previous['model']} to {run['model']} since the run of "
-                      f"{_iso(pd.Timestamp(previous[contract.RUN_DATE]))}: embeddings and scores before and after "
-                      f"are not comparable; pin a new reference once the change is intended")]
+                      f"{store.iso_day(pd.Timestamp(previous[contract.RUN_DATE]))}: embeddings and scores before and "
+                      f"after are not comparable; pin a new reference once the change is intended")]
     if known("config_hash") and run["config_hash"] != previous["config_hash"]:
         return [Alert(day, CONFIG_CHANGE, CORPUS_WIDE, "config_hash", math.nan, math.nan, math.nan, math.nan,
                       WARNING, f"the settings that shape retrieval changed (config hash {previous['config_hash']} "
@@ -673,7 +708,7 @@ def mark_ongoing(alerts: Sequence[Alert], today: pd.Timestamp, runs: pd.DataFram
                 break
             if severity is not None:
                 since = d
-        marked.append(dataclasses.replace(alert, since=_iso(since)))
+        marked.append(dataclasses.replace(alert, since=store.iso_day(since)))
     return marked
 
 
@@ -704,7 +739,7 @@ def evaluate_alerts(run_date: date, metrics: pd.DataFrame, per_question: pd.Data
     a date gives the same alerts. `more`: alerts of the date found elsewhere (the segment rules,
     pipeline/segments.py), marked ongoing with the rest. Nothing is read or written here."""
     today = pd.Timestamp(run_date)
-    day = _iso(run_date)
+    day = store.iso_day(run_date)
     pipelines = list(dict.fromkeys(metrics.loc[_days(metrics) == today, contract.PIPELINE]))
     tests = _retrieval_tests(per_question, pipelines, today, config, ks)
     alerts = [

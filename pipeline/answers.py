@@ -887,7 +887,7 @@ def _generate(config, client, gold: Sequence[GoldQuestion], rankings: Mapping[st
     from pipeline.judge import context_block, generate_answers
 
     g = config.generation
-    pipeline = g.pipeline or target_list(config)[0].name
+    pipeline = g.pipeline or next(t.name for t in target_list(config) if not t.candidate)  # a watched one
     ranked = rankings.get(pipeline)
     if ranked is None:
         events.append(f"answers: target {pipeline} returned no rankings; nothing generated")

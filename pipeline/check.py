@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
-from pipeline import answers, freshness, store
+from pipeline import answers, folder_source, freshness, store
 from pipeline.config import Config, require_sources
 from pipeline.corpus import CORPUS_FILE
 from pipeline.corpus import check_file as check_corpus
@@ -27,7 +27,7 @@ MAX_LISTED = 10  # missing gold ids listed by name; the rest are counted
 class Probe:
     """One source, target or model reached once: whether it answered, and what it carried."""
 
-    kind: str  # "url", "file", "folder", "model", or a target's kind
+    kind: str  # "url", "file", "folder", "documents", "model", or a target's kind
     name: str
     location: str
     ok: bool
@@ -89,13 +89,18 @@ def probe_sources(config: Config) -> list[Probe]:
     """Fetch or read every source once, with the fetch deadline and no stored validators (a full GET)."""
     probes = []
     for source in config.sources:
-        if source.url is not None:
-            kind, location = "url", source.url
+        if source.documents is not None:
+            kind, location = "documents", str(source.documents)
+            outcomes = folder_source.scan(source.name, source.documents, EVERYTHING, {}, Caps.of(config.fetch),
+                                          source.include).outcomes
         else:
-            kind, location = ("folder" if source.path.is_dir() else "file"), str(source.path)
-        outcomes = collect(source.name, url=source.url, path=source.path, run_date=EVERYTHING, http_cache={},
-                           timeout=config.fetch.timeout, max_bytes=config.fetch.max_bytes,
-                           user_agent=config.fetch.user_agent, caps=Caps.of(config.fetch))
+            if source.url is not None:
+                kind, location = "url", source.url
+            else:
+                kind, location = ("folder" if source.path.is_dir() else "file"), str(source.path)
+            outcomes = collect(source.name, url=source.url, path=source.path, run_date=EVERYTHING, http_cache={},
+                               timeout=config.fetch.timeout, max_bytes=config.fetch.max_bytes,
+                               user_agent=config.fetch.user_agent, caps=Caps.of(config.fetch))
         errors = [o.error for o in outcomes if not o.ok]
         ids = frozenset(d.id for o in outcomes for d in o.documents)
         files = f" in {len(outcomes)} files" if kind == "folder" else ""
@@ -169,11 +174,12 @@ def table(report: CheckReport) -> str:
         lines.append(f"  history  {report.freshness.line}{' (STALE)' if report.freshness.stale else ''}")
     lines += [f"  note: {note}" for note in report.notes]
     width = max([len(p.name) for p in report.probes] + [6])
-    lines += ["", f"  {'status':<8}{'kind':<8}{'name':<{width + 2}}detail"]
+    kinds = max([len(p.kind) + 1 for p in report.probes] + [8])
+    lines += ["", f"  {'status':<8}{'kind':<{kinds}}{'name':<{width + 2}}detail"]
     for p in report.probes:
-        lines.append(f"  {'ok' if p.ok else 'FAILED':<8}{p.kind:<8}{p.name:<{width + 2}}{p.detail}")
-        if not p.ok or p.kind in ("url", "file", "folder"):
-            lines.append(f"  {'':<16}{'':<{width + 2}}{p.location}")
+        lines.append(f"  {'ok' if p.ok else 'FAILED':<8}{p.kind:<{kinds}}{p.name:<{width + 2}}{p.detail}")
+        if not p.ok or p.kind in ("url", "file", "folder", "documents"):
+            lines.append(f"  {'':<{8 + kinds}}{'':<{width + 2}}{p.location}")
     g = report.gold
     total = len(g.found) + g.n_missing
     lines += ["", f"gold set: {g.questions} questions, {len(g.found)} of {total} relevant document ids found"]

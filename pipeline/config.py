@@ -21,6 +21,7 @@ from typing import Any
 from pipeline import PROJECT_URL, __version__, redact
 from pipeline.contract import (CLASSIFIER_ACCURACY, DRIFT_FAMILY, DUPLICATE_SHARE, NEW_CATEGORY_SHARE, NEW_SOURCE_SHARE,
                                NOVEL_SHARE)
+from pipeline.contract import LANGUAGE_SHARE
 from pipeline.errors import DriftwatchError
 from pipeline.metrics import DEFAULT_WATCHED, RETRIEVAL_METRICS, default_k, series_name
 
@@ -64,11 +65,14 @@ class ConfigError(DriftwatchError):
 
 @dataclass(frozen=True)
 class SourceConfig:
-    """One feed: an http(s) `url`, or a `path` to a feed file or a folder of dated feed files."""
+    """One feed: an http(s) `url`, or a `path` to a feed file or a folder of dated feed files; or `documents`, a
+    folder of Markdown, HTML, text and PDF files, one document each (pipeline/folder_source.py)."""
 
     name: str
     url: str | None = None
     path: Path | None = None
+    documents: Path | None = None
+    include: tuple[str, ...] | None = None  # documents: fnmatch patterns of the relative paths read (default: all)
 
 
 @dataclass(frozen=True)
@@ -105,11 +109,15 @@ class TargetConfig:
     model_field: str | None = None  # the model stamp (column, metadata or payload key), when records carry one
     model: str = DEFAULT_MODEL  # the embedding model the collection was built with: the gold questions use it
     distance: str = "cosine"  # pgvector: cosine (<=>) or ip (<#>, inner product)
+    candidate: bool = False  # any kind: a shadow pipeline, compared with `against` (pipeline/canary.py); never pages
+    against: str | None = None  # any kind, a candidate's: the target it is compared with (default: the first watched)
+    truncate_dim: int | None = None  # builtin candidate: its own embedder.truncate_dim (its own vectors and index)
+    backend: str | None = None  # builtin candidate: its own embedder.backend (torch, onnx or onnx-int8)
 
 
 # The keys each kind takes besides name and kind; any other is refused.
 TARGET_KEYS = {
-    "builtin": ("pipeline",),
+    "builtin": ("pipeline", "truncate_dim", "backend"),
     "http": ("url", "body", "hits", "id", "score", "text", "headers", "timeout", "retries", "concurrency",
              "max_bytes"),
     "python": ("function", "python_path"),
@@ -118,6 +126,10 @@ TARGET_KEYS = {
     "pgvector": ("dsn_env", "table", "id", "doc_id", "text", "vector", "model_field", "model", "distance", "timeout"),
     "qdrant": ("url", "path", "collection", "text", "doc_id", "vector", "model_field", "model", "timeout"),
 }
+# A builtin candidate's embedder settings: the next configuration, searched over the same corpus (pipeline/canary.py).
+EMBEDDER_OVERRIDES = ("truncate_dim", "backend")
+# Keys every kind takes: a candidate (a shadow pipeline, pipeline/canary.py) and the target it is compared with.
+CANDIDATE_KEYS = ("candidate", "against")
 TARGET_REQUIRED = {"builtin": (), "http": ("url",), "python": ("function",), "runs": ("format", "path"),
                    "chroma": ("collection",), "pgvector": ("dsn_env", "table"), "qdrant": ("collection",)}
 VECTOR_STORES = ("chroma", "pgvector", "qdrant")
@@ -225,7 +237,7 @@ class DriftConfig:
     # move with where any day's documents sit, and a day of long documents written together (the PEPs of one
     # era) sits apart from the days before it: they page by confirmation only (bench/corpus_null.py, PEP stream).
     page_statistics: tuple[str, ...] = (CLASSIFIER_ACCURACY, NOVEL_SHARE, DUPLICATE_SHARE, NEW_CATEGORY_SHARE,
-                                        NEW_SOURCE_SHARE)
+                                        NEW_SOURCE_SHARE, LANGUAGE_SHARE)
     # Effect sizes that count as practically large (a verdict needs significance AND its effect size).
     psi_effect: float = 0.2  # PSI above its null mean (the classic 0.2 line, on the bias-corrected PSI)
     ks_effect: float = 0.3  # the largest KS distance over the components
@@ -233,6 +245,12 @@ class DriftConfig:
     novelty_effect: float = 0.3  # share of new chunks with no close neighbour in the reference, above its null mean
     duplicate_effect: float = 0.25  # share of new chunks with a near copy (above the reference's own rate)
     composition_effect: float = 0.25  # share of new chunks in categories or sources the reference lacks
+    # The documents' languages (pipeline/drift.py language_share): the total variation between the two windows' shares
+    # of documents per language, above its null mean; a language held by fewer documents than language_min_documents
+    # (both windows together) is pooled as "other". Language identification errs on short items: the line keeps one
+    # misread item (1 in 13 is 0.08) from drifting (bench/languages.py measures it on the real streams).
+    language_effect: float = 0.2
+    language_min_documents: int = 3
     duplicate_cosine: float = 0.95  # nearest-neighbour cosine at or above which a chunk is a near copy
     max_deleted_share: float = 0.1  # a run deleting more of the corpus than this alerts
     seed: int = 0
@@ -272,10 +290,14 @@ class AlertsConfig:
     webhook_retries: int = 3
     # Sources (pipeline/source_health.py): silent when the days since its last new item exceed
     # max(silence_min_days, silence_gap_factor x its median gap between days with new items), learned once it has
-    # brought new items on silence_min_history days.
+    # brought new items on silence_min_history days, and the gap its rate of new items leaves below silence_alpha.
     silence_min_days: int = 2
     silence_gap_factor: float = 3.0
     silence_min_history: int = 5
+    # The rate line: a source bringing new items on a share p of its days (smoothed) goes g days without one with
+    # probability (1 - p) ** g; silent only past the g where that falls below silence_alpha / the sources tested
+    # (Bonferroni), so a sparse, bursty source (a topic, an outlet) is not called silent by its short median gap.
+    silence_alpha: float = 0.001
     # A spike: a source's new items on a run far above its last spike_window runs (at least spike_min_history),
     # by a negative binomial upper tail, Holm over the sources at spike_alpha, and above spike_factor x its median.
     spike_window: int = 28
@@ -286,9 +308,9 @@ class AlertsConfig:
     segment_min_n: int = 8
     # Family-wise error per segment rule and run, Holm over every tested segment, pipeline and watched series.
     segment_alpha: float = 0.002
-    # The segment rules page only when asked: calibrated on shuffled null streams, they still fired in the demo's
-    # stable period (a real stream's order is not a shuffle); the series and the Segments page are always written.
-    segment_alerts: bool = False
+    # The segment rules (a segment x rest permutation test, valid on ordered streams) page; false: the series and the
+    # Segments page only.
+    segment_alerts: bool = True
 
     def watched(self, ks: tuple[int, ...]) -> tuple[str, ...]:
         if self.metrics:
@@ -386,6 +408,23 @@ class RunConfig:
     deadline_seconds: float = 1800.0
 
 
+@dataclass(frozen=True)
+class IndexHealthConfig:
+    """Vector stores read as a corpus each run (pipeline/index_health.py): snapshots, diffs and findings."""
+
+    stores: tuple[str, ...] = ()  # names of [[targets]] whose vector store is snapshotted each run (none: off)
+    sample: int = 64  # records with a text re-embedded per store and run (a seeded sample)
+    # A sampled record whose stored vector's cosine with its re-embedding is below stale_cosine is stale; between
+    # it and generation_cosine it is of another generation of the model (ONNX int8 against fp32). Measured by
+    # bench/index_health.py on 300 news texts: the same model (torch batched or not, ONNX fp32) gives 1.000000,
+    # ONNX int8 0.990-0.997, a text whose last sentence was replaced 0.07-0.99 (99% below 0.977).
+    stale_cosine: float = 0.98
+    generation_cosine: float = 0.999
+    # The drift statistics read the vectors of the store of `stores` (exactly one) instead of driftwatch's embedding
+    # of the same chunks (its record ids are driftwatch's chunk ids "<doc_id>#<n>", or one-chunk documents' ids).
+    drift: bool = False
+
+
 # The package each exporter needs, and the pip extra that installs it.
 EXPORT_PACKAGES = {"mlflow": "mlflow", "prometheus": "prometheus_client", "whylogs": "whylogs",
                    "evidently": "evidently"}
@@ -410,6 +449,7 @@ class Config:
     export: ExportConfig = field(default_factory=ExportConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    index_health: IndexHealthConfig = field(default_factory=IndexHealthConfig)
     file: Path | None = None  # where it was read from (not a setting)
 
     def config_hash(self) -> str:
@@ -425,7 +465,10 @@ class Config:
         if self.embedder.backend == "torch":  # absent for torch, so a config from before backends keeps its hash
             del settings["embedder"]["backend"]
         if self.targets:  # absent when none, so a config from before targets keeps its hash
-            settings["targets"] = [_target_settings(t) for t in self.targets]
+            # A candidate changes no watched series: adding or dropping one is not a config change.
+            settings["targets"] = [{k: v for k, v in _target_settings(t).items()
+                                    if k not in (*CANDIDATE_KEYS, *EMBEDDER_OVERRIDES)}
+                                   for t in self.targets if not t.candidate]
         blob = json.dumps(settings, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
@@ -599,12 +642,12 @@ def _check(cfg: Config, src: str) -> None:
                       f"({level:g}): the smallest Holm-adjusted p of {size} statistics at {draws} "
                       f"draws is {size / (draws + 1):.2g}; need more than {math.ceil(size / level) - 1}")
     for key in ("psi_effect", "ks_effect", "classifier_effect", "novelty_effect", "duplicate_effect",
-                "composition_effect", "duplicate_cosine", "max_deleted_share"):
+                "composition_effect", "language_effect", "duplicate_cosine", "max_deleted_share"):
         if not 0 < getattr(d, key) <= (10 if key == "psi_effect" else 1):
             raise bad(f"drift.{key}", "must be > 0 (and at most 1 for shares, cosines and distances)")
     if d.query_window_days <= 0:
         raise bad("drift.query_window_days", "must be > 0")
-    for key in ("shift_terms", "shift_min_documents", "shift_documents"):
+    for key in ("shift_terms", "shift_min_documents", "shift_documents", "language_min_documents"):
         if getattr(d, key) < 1:
             raise bad(f"drift.{key}", "must be >= 1")
     if not 0 < d.shift_language_share <= 1:
@@ -643,6 +686,8 @@ def _check(cfg: Config, src: str) -> None:
         raise bad("alerts.webhook_url", "must be an http(s) URL")
     if not 0 <= a.webhook_retries <= MAX_WEBHOOK_RETRIES:
         raise bad("alerts.webhook_retries", f"must be >= 0 and <= {MAX_WEBHOOK_RETRIES}")
+    if not 0 < a.silence_alpha < 1:
+        raise bad("alerts.silence_alpha", "must be > 0 and < 1")
     if a.silence_min_days < 1 or a.silence_gap_factor < 1 or a.silence_min_history < 3:
         raise bad("alerts.silence_min_days", "silence_min_days must be >= 1, silence_gap_factor >= 1 and "
                                              "silence_min_history >= 3 days with new items")
@@ -652,16 +697,19 @@ def _check(cfg: Config, src: str) -> None:
     if not 0 < a.spike_alpha < 1:
         raise bad("alerts.spike_alpha", "must be within (0, 1), e.g. 0.01")
     _check_targets(cfg, bad)
+    _check_index_health(cfg, bad)
     _check_exports(cfg.export, bad)
     _check_generation(cfg, bad)
     names = [s.name for s in cfg.sources]
     for i, s in enumerate(cfg.sources):
         if not s.name.strip():
             raise bad(f"sources[{i}].name", "must not be empty")
-        if (s.url is None) == (s.path is None):
-            raise bad(f"sources[{i}] ({s.name})", "give exactly one of url or path")
+        if [s.url, s.path, s.documents].count(None) != 2:
+            raise bad(f"sources[{i}] ({s.name})", "give exactly one of url, path or documents")
         if s.url is not None and not _is_http(s.url):
             raise bad(f"sources[{i}].url", f"only http(s) URLs are supported, got {s.url!r}")
+        if s.include is not None and s.documents is None:
+            raise bad(f"sources[{i}].include", "selects files of a documents folder: set documents, or remove include")
         if names.count(s.name) > 1:
             raise bad(f"sources[{i}].name", f"duplicate source name {s.name!r}")
 
@@ -732,7 +780,7 @@ def _check_target_tables(raw: dict) -> None:
         kind = table["kind"]
         if kind not in TARGET_KINDS:
             raise ConfigError(f"{where}.kind: unknown kind {kind!r} (valid: {', '.join(TARGET_KINDS)})")
-        valid = ("name", "kind", *TARGET_KEYS[kind])
+        valid = ("name", "kind", *TARGET_KEYS[kind], *CANDIDATE_KEYS)
         unknown = sorted(set(table) - set(valid))
         if unknown:
             raise ConfigError(f"unknown key {where}.{unknown[0]} for kind {kind!r} (valid keys here: "
@@ -780,6 +828,7 @@ def _check_targets(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
             raise bad(f"{key}.format", f"must be one of {', '.join(RUN_FORMATS)}, got {t.format!r}")
         if t.kind in VECTOR_STORES:
             _check_vector_store(t, key, bad)
+    _check_candidates(cfg, bad)
 
 
 def _target_settings(t: TargetConfig) -> dict:
@@ -809,6 +858,43 @@ def _check_vector_store(t: TargetConfig, key: str, bad: Callable[[str, str], Con
         raise bad(f"{key}.collection", "must not be empty")
     if not 0 < t.timeout <= MAX_TIMEOUT:
         raise bad(f"{key}.timeout", f"must be a number of seconds > 0 and <= {MAX_TIMEOUT:g}")
+
+
+def _check_candidates(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
+    """A candidate is compared with a watched (non-candidate) target; `against` belongs to candidates only."""
+    watched = [t.name for t in cfg.targets if not t.candidate]
+    for i, t in enumerate(cfg.targets):
+        if t.against is not None and not t.candidate:
+            raise bad(f"targets[{i}].against", "only a candidate (candidate = true) is compared against a target")
+        if t.candidate and not watched:
+            raise bad(f"targets[{i}].candidate", "a candidate needs a target that is not one to be compared with")
+        overrides = [k for k in EMBEDDER_OVERRIDES if getattr(t, k) is not None]
+        if overrides and not t.candidate:
+            raise bad(f"targets[{i}].{overrides[0]}", "only a candidate (candidate = true) has its own embedder "
+                                                      "settings; the watched pipelines take [embedder]'s")
+        if t.truncate_dim is not None and not 0 < t.truncate_dim <= MAX_TRUNCATE_DIM:
+            raise bad(f"targets[{i}].truncate_dim", f"must be > 0 and <= {MAX_TRUNCATE_DIM}")
+        if t.backend is not None and t.backend not in BACKENDS:
+            raise bad(f"targets[{i}].backend", f"must be one of {', '.join(BACKENDS)}, got {t.backend!r}")
+        if t.candidate and t.against is not None and t.against not in watched:
+            raise bad(f"targets[{i}].against", f"no watched target {t.against!r}: a candidate is compared with a "
+                                               f"target that is not a candidate (valid: {', '.join(watched)})")
+
+
+def _check_index_health(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
+    h = cfg.index_health
+    names = [t.name for t in cfg.targets]
+    for i, name in enumerate(h.stores):
+        if name not in names:
+            raise bad(f"index_health.stores[{i}]", f"{name!r} is not the name of a [[targets]] table "
+                                                   f"(targets: {', '.join(names) or 'none'})")
+    if h.drift and len(h.stores) != 1:
+        raise bad("index_health.drift", f"the drift reads one store's vectors: name exactly one in index_health.stores "
+                                        f"(got {len(h.stores)})")
+    if h.sample < 0:
+        raise bad("index_health.sample", "must be >= 0 records")
+    if not 0 < h.stale_cosine < h.generation_cosine <= 1:
+        raise bad("index_health.stale_cosine", "need 0 < stale_cosine < generation_cosine <= 1")
 
 
 def _check_generation(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
@@ -863,17 +949,29 @@ def target_list(cfg: Config) -> tuple[TargetConfig, ...]:
     return cfg.targets or tuple(TargetConfig(name=p, kind="builtin", pipeline=p) for p in cfg.retrieval.pipelines)
 
 
+def candidates(cfg: Config) -> dict[str, str]:
+    """Each candidate target's name -> the target it is compared with (its `against`, else the first watched one)."""
+    watched = [t.name for t in cfg.targets if not t.candidate]
+    return {t.name: t.against or watched[0] for t in cfg.targets if t.candidate and (t.against or watched)}
+
+
+def own_embedder(target: TargetConfig) -> bool:
+    """A builtin candidate with embedder settings of its own: searched over its own vectors, not the run's index."""
+    return target.kind == "builtin" and any(getattr(target, k) is not None for k in EMBEDDER_OVERRIDES)
+
+
 def builtin_pipelines(cfg: Config) -> tuple[str, ...]:
-    """The builtin pipelines the targets need (each once), in target order."""
-    return tuple(dict.fromkeys(t.pipeline or t.name for t in target_list(cfg) if t.kind == "builtin"))
+    """The builtin pipelines the targets need over the run's index (each once), in target order."""
+    return tuple(dict.fromkeys(t.pipeline or t.name for t in target_list(cfg)
+                               if t.kind == "builtin" and not own_embedder(t)))
 
 
 def require_sources(cfg: Config) -> None:
     """Refuse a config without sources for a run that needs a corpus: one with a builtin target (eval, demo and
     the dashboard supply or need none; external targets bring their own index)."""
-    if not cfg.sources and builtin_pipelines(cfg):
+    if not cfg.sources and any(t.kind == "builtin" for t in target_list(cfg)):
         raise ConfigError(f"{cfg.file or 'the configuration'}: sources: none configured; a run of the builtin "
-                          "pipelines needs at least one [[sources]] table with a name and a url or path")
+                          "pipelines needs at least one [[sources]] table with a name and a url, path or documents")
 
 
 def _model_path(name: str, base: Path) -> str:
@@ -947,7 +1045,8 @@ def to_toml(cfg: Config) -> str:
                                         if v is not None]
     for target in cfg.targets:
         lines += ["", "[[targets]]"] + [f"{k} = {_toml_value(v)}" for k, v in dataclasses.asdict(target).items()
-                                        if v is not None and (k in ("name", "kind") or k in TARGET_KEYS[target.kind])]
+                                        if v is not None and (k in ("name", "kind", *CANDIDATE_KEYS)
+                                                                  or k in TARGET_KEYS[target.kind])]
     for f in dataclasses.fields(cfg):
         section = getattr(cfg, f.name)
         if dataclasses.is_dataclass(section):

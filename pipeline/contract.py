@@ -60,7 +60,14 @@ AGREEMENT_COLUMNS = ("run_date", "metric", "judge", "level", "n", "agreement", "
 
 # One row per configured source and run, a source that brought nothing included (pipeline/source_health.py).
 SOURCES_COLUMNS = ("run_date", "source", "new_items", "total_items", "last_new", "gap_days", "active_days",
-                   "usual_gap_days")
+                   "usual_gap_days", "first_new", "fetch_failed")
+
+# The segments (pipeline/segments.py): a gold tag, or the source or category of a question's gold documents.
+SEGMENTS = "segments.csv"  # each segment's metric means per run, pipeline and k, with its n
+SEGMENT_QUESTIONS = "segment_questions.csv"  # which questions each segment held on the run
+SEGMENTS_COLUMNS = ("run_date", "pipeline", "k", "segment", "metric", "value", "n_questions")
+SEGMENT_QUESTIONS_COLUMNS = ("run_date", "segment", "question_id")
+SEGMENT = "segment"
 
 SCHEMAS: dict[str, tuple[str, ...]] = {
     RUNS: RUNS_COLUMNS,
@@ -74,25 +81,30 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
     PER_ANSWER: PER_ANSWER_COLUMNS,
     AGREEMENT: AGREEMENT_COLUMNS,
     SOURCES: SOURCES_COLUMNS,
+    SEGMENTS: SEGMENTS_COLUMNS,
+    SEGMENT_QUESTIONS: SEGMENT_QUESTIONS_COLUMNS,
 }
 
 # Columns appended to a file's contract after stores were written with it: a file whose header ends before them
 # (written by an earlier driftwatch) is read with them empty, and the next run rewrites it with them
 # (pipeline/store.py `upgrade`). Only ever appended at the end, so an old row is the new one minus empty fields.
-ADDED_COLUMNS: dict[str, tuple[str, ...]] = {DRIFT: ("effect_from",)}
+# sources.csv: the source's first day with new items (its rate of new items is learned from it) and whether its fetch
+# failed on the run (feeds_failed reports it; it is not also called silent).
+ADDED_COLUMNS: dict[str, tuple[str, ...]] = {DRIFT: ("effect_from",), SOURCES: ("first_new", "fetch_failed")}
 
 # Column types: the columns not listed here are numbers (float).
 TEXT_COLUMNS = frozenset({
     "run_id", "started_at", "finished_at", "status", "model", "config_hash", "events", "pipeline", "metric",
     "question_id", "retrieved", "statistic", "reference_date", "rule", "severity", "message", "reference_start",
     "current_start", "verdict", "detail", "since", "signal", "target", "kind", "source", "faithfulness_state",
-    "unsupported", "citations_invalid", "layer", "judge", "level", "labels_file", "last_new"})
+    "unsupported", "citations_invalid", "layer", "judge", "level", "labels_file", "last_new", SEGMENT,
+    "first_new"})
 # The free-text columns that may carry a URL or an upstream reply: redacted on every write (pipeline/redact.py).
 UPSTREAM_TEXT_COLUMNS = frozenset({"events", "message", "detail"})
 INT_COLUMNS = frozenset({
     "feeds_ok", "feeds_failed", "docs_new", "docs_updated", "docs_deleted", "docs_total", "chunks_total",
     "chunks_embedded", "k", "n_questions", "first_relevant_rank", "gold_missing", "n_reference", "n_current",
-    "new_items", "total_items", "active_days"})
+    "new_items", "total_items", "active_days", "fetch_failed"})
 
 # Column names that code selects on (the tuples above are the files' full contracts).
 RUN_DATE = "run_date"
@@ -105,6 +117,7 @@ EVENTS, DOCS_TOTAL = "events", "docs_total"
 SOURCE, GOLD_IN_CONTEXT, LAYER = "source", "gold_in_context", "layer"
 NEW_ITEMS, TOTAL_ITEMS, LAST_NEW, GAP_DAYS = "new_items", "total_items", "last_new", "gap_days"
 ACTIVE_DAYS, USUAL_GAP_DAYS = "active_days", "usual_gap_days"
+FIRST_NEW, FETCH_FAILED = "first_new", "fetch_failed"
 
 # Longest document or question id accepted (characters): ids land in every CSV row and in messages.
 MAX_ID_LENGTH = 512
@@ -136,8 +149,10 @@ NOVEL_SHARE = "novel_share"  # new chunks with no close neighbour in the referen
 DUPLICATE_SHARE = "duplicate_share"  # new chunks with a near copy elsewhere in the corpus
 NEW_CATEGORY_SHARE = "new_category_share"  # new chunks in categories the reference lacks
 NEW_SOURCE_SHARE = "new_source_share"  # new chunks from sources the reference lacks
+# The documents' languages, current against reference (total variation of the shares; a G-test on documents).
+LANGUAGE_SHARE = "language_share"
 DRIFT_FAMILY = (PSI_MEAN, KS_MAX, CLASSIFIER_ACCURACY, NOVEL_SHARE, DUPLICATE_SHARE, NEW_CATEGORY_SHARE,
-                NEW_SOURCE_SHARE)
+                NEW_SOURCE_SHARE, LANGUAGE_SHARE)
 # Context statistics (verdict `context`).
 EVIDENTLY_MODEL_AUC = "evidently_model_auc"  # Evidently's own bootstrap decides its flag
 EVIDENTLY_DRIFTED = "evidently_drifted"
@@ -177,14 +192,41 @@ CORPUS_WIDE = ""  # the `pipeline` of alerts that concern the corpus or the run,
 CORPUS_METRIC = "corpus"  # the `metric` of the drift alert (its statistics are named in the message)
 
 # --- segments (pipeline/segments.py): a gold tag, or the source or category of a question's gold documents ------
+# (their files and columns are with the others above)
 
-SEGMENTS = "segments.csv"  # each segment's metric means per run, pipeline and k, with its n
-SEGMENT_QUESTIONS = "segment_questions.csv"  # which questions each segment held on the run
-SEGMENTS_COLUMNS = ("run_date", "pipeline", "k", "segment", "metric", "value", "n_questions")
-SEGMENT_QUESTIONS_COLUMNS = ("run_date", "segment", "question_id")
-SCHEMAS.update({SEGMENTS: SEGMENTS_COLUMNS, SEGMENT_QUESTIONS: SEGMENT_QUESTIONS_COLUMNS})
-SEGMENT = "segment"
-TEXT_COLUMNS = TEXT_COLUMNS | {SEGMENT}
 # A segment's name is its kind and its value: "tag:paraphrase", "source:peps", "category:Standards Track".
 SEGMENT_TAG, SEGMENT_SOURCE, SEGMENT_CATEGORY = "tag", "source", "category"
 SEGMENT_KINDS = (SEGMENT_TAG, SEGMENT_SOURCE, SEGMENT_CATEGORY)
+
+# --- the canary (pipeline/canary.py): a candidate target against the target it would replace -------------------
+
+CANARY = "canary.csv"  # per run, candidate and headline metric at default_k: the paired per-question difference
+CANARY_COLUMNS = ("run_date", "candidate", "against", "metric", "k", "n_questions", "mean_diff", "ci_low", "ci_high",
+                  "p_value")
+SCHEMAS[CANARY] = CANARY_COLUMNS
+CANDIDATE, AGAINST, N_QUESTIONS = "candidate", "against", "n_questions"
+MEAN_DIFF, CI_LOW, CI_HIGH, P_VALUE = "mean_diff", "ci_low", "ci_high", "p_value"
+TEXT_COLUMNS = TEXT_COLUMNS | {CANDIDATE, AGAINST}
+TARGET = "target"  # targets.csv's column naming the target (a candidate's rows there never page either)
+
+# --- index health of a vector store read as a corpus (pipeline/index_health.py) -----------------------------------
+
+INDEX_HEALTH = "index_health.csv"  # one row per store, run and finding: its count and a few examples
+INDEX_HEALTH_COLUMNS = ("run_date", "store", "finding", "count", "n_records", "examples")
+SCHEMAS.update({INDEX_HEALTH: INDEX_HEALTH_COLUMNS})
+STORE, FINDING, COUNT, N_RECORDS, EXAMPLES = "store", "finding", "count", "n_records", "examples"
+TEXT_COLUMNS = TEXT_COLUMNS | {STORE, FINDING, EXAMPLES}
+INT_COLUMNS = INT_COLUMNS | {COUNT, N_RECORDS}
+# Findings (`finding`): records since the store's previous snapshot, then what is wrong with the records.
+FOUND_ADDED, FOUND_DELETED, FOUND_CHANGED = "added", "deleted", "changed"
+GHOST = "ghost"  # records of documents the corpus (the configured sources) does not hold on the run date
+STALE = "stale"  # the stored text changed but the vector did not, or its re-embedding is far from the vector
+MIXED_GENERATIONS = "mixed_generations"  # records outside the collection's main embedding generation
+GOLD_ABSENT = "gold_absent"  # gold documents without a record in the store
+FINDINGS = (FOUND_ADDED, FOUND_DELETED, FOUND_CHANGED, GHOST, STALE, MIXED_GENERATIONS, GOLD_ABSENT)
+# The rule naming each finding that is a problem (alerts.csv `rule`; its `pipeline` is the store, `metric` the finding).
+INDEX_GHOST, INDEX_STALE = "index_ghost", "index_stale"
+INDEX_MIXED_GENERATIONS, INDEX_GOLD_MISSING = "index_mixed_generations", "index_gold_missing"
+INDEX_RULES = {GHOST: INDEX_GHOST, STALE: INDEX_STALE, MIXED_GENERATIONS: INDEX_MIXED_GENERATIONS,
+               GOLD_ABSENT: INDEX_GOLD_MISSING}
+RULES = (*RULES, *INDEX_RULES.values())

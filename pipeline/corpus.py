@@ -340,6 +340,11 @@ class Corpus:
                 [(day, reason, d, day, day) for d in doc_ids])
             return cur.rowcount
 
+    def source_documents(self, source: str, run_date: date | str) -> set[str]:
+        """The ids of the documents present on `run_date` whose version in force is of `source`."""
+        rows = self.db.execute("SELECT v.doc_id, v.source" + _IN_FORCE.format(join=""), {"day": _day(run_date)})
+        return {doc_id for doc_id, of in rows if of == source}
+
     def expire(self, run_date: date | str, max_age_days: int) -> int:
         """Delete documents published (or, without a date, first seen) more than `max_age_days` ago."""
         day = date.fromisoformat(_day(run_date))

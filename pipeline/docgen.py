@@ -13,7 +13,8 @@ from typing import Any
 
 from pipeline import __version__
 from pipeline.alerts import RUNBOOK, RUNBOOK_PAGE
-from pipeline.config import TARGET_KEYS, TARGET_REQUIRED, Config, ExportConfig, SourceConfig, TargetConfig, _toml_value
+from pipeline.config import (CANDIDATE_KEYS, TARGET_KEYS, TARGET_REQUIRED, Config, ExportConfig, SourceConfig,
+                             TargetConfig, _toml_value)
 from pipeline.starter import NOTES, STARTER_DATA_DIR, STARTER_GOLD, StarterKey, section_keys
 
 DOCS_DIR = Path(__file__).resolve().parents[1] / "docs"
@@ -29,6 +30,11 @@ TABLE_NOTES: dict[str, dict[str, str]] = {
         "url": "an http(s) feed (RSS, RDF, Atom or JSON Feed), fetched with conditional GET; one of `url` or `path`",
         "path": ("a feed file, or a folder of dated files `YYYY-MM-DD[-name].xml` (also .rss, .atom, .json) "
                  "replayed up to the run date; relative to this file"),
+        "documents": ("a folder of Markdown, HTML, text and PDF files, one document each (`<name>:<relative/path>`), "
+                      "read recursively; a removed file is deleted that day ([Documents folders](concepts.md"
+                      "#documents-folders)); one of `url`, `path` or `documents`"),
+        "include": ("documents only: patterns of the relative paths read, e.g. `[\"manuals/*\", \"*.md\"]` "
+                    "(fnmatch: `*` crosses folders; default: every Markdown, HTML, text and PDF file)"),
     },
     "targets": {
         "name": "the target's name: the `pipeline` of every series row it gets",
@@ -70,6 +76,12 @@ TABLE_NOTES: dict[str, dict[str, str]] = {
         "chroma.timeout": "seconds for each call to the store",
         "pgvector.timeout": "seconds for the connection and each statement (statement_timeout)",
         "qdrant.timeout": "seconds for each call to the store",
+        "truncate_dim": ("a candidate's own `embedder.truncate_dim`: its own vectors (cached) and index over the same "
+                         "corpus"),
+        "backend": "a candidate's own `embedder.backend` (torch, onnx or onnx-int8): its own vectors and index",
+        "candidate": ("true: a shadow pipeline, evaluated every run and compared with `against` in canary.csv; "
+                      "it never pages, gates or notifies"),
+        "against": "a candidate's: the target it is compared with (default: the first target that is not a candidate)",
     },
     "export.mlflow": {
         "tracking_uri": "a folder relative to this file (MLflow's file store) or a tracking server's URL",
@@ -106,6 +118,7 @@ SEE = {
     "export": ("exports.md", "Exports"),
     "generation": ("answers.md", "Answers"),
     "run": _DAILY_JOB,
+    "index_health": ("targets.md#a-store-as-a-corpus-index-health", "A store as a corpus: index health"),
 }
 
 HEADER = f"""# Configuration reference
@@ -185,6 +198,9 @@ def _targets() -> list[str]:
             default = "required" if key in TARGET_REQUIRED[kind] else \
                 "none" if _field_default(fields[key]) is None else _code(_field_default(fields[key]))
             rows.append([f"`{key}`", f"`{kind}`", default, _cell(notes.get(f"{kind}.{key}", notes[key]))])
+    for key in CANDIDATE_KEYS:
+        default = _field_default(fields[key])
+        rows.append([f"`{key}`", "every", "none" if default is None else _code(default), _cell(notes[key])])
     return ["## `[[targets]]`", "", f"{_sentence(NOTES['']['targets'])}. " + _see("targets"), "",
             *_table("key,kind,default,meaning", rows)]
 

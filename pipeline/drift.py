@@ -1,9 +1,9 @@
 """Drift of what changed: the chunks new in the current window against those of a reference window (disjoint
 samples), by PSI and KS on principal components fitted on both, a kNN domain classifier, novel content,
-near copies and new categories or sources, each with its null at the actual sample sizes (a permutation
-null over whole documents, or Fisher's exact test on documents: the document is the unit) and a verdict after
-Holm's correction and an effect-size line; Evidently's classifier and the top-1 cosine as context; the query-log
-reader."""
+near copies, new categories or sources and the documents' languages, each with its null at the actual sample sizes
+(a permutation null over whole documents, or Fisher's exact test on documents: the document is the unit) and a
+verdict after Holm's correction and an effect-size line; Evidently's classifier and the top-1 cosine as context; the
+query-log reader."""
 
 from __future__ import annotations
 
@@ -259,7 +259,7 @@ def read_query_log(path: Path | str, window_end: date, window_days: int) -> Quer
 # PSI and KS above their null means, the classifier's balanced accuracy (kNN, leave one out) above its null mean,
 # novel content (no close neighbour in the reference), near copies elsewhere in the corpus, new categories or sources.
 FAMILY = tuple(Statistic(name) for name in contract.DRIFT_FAMILY)
-PSI_MEAN, KS_MAX, CLASSIFIER, NOVELTY, DUPLICATES, NEW_CATEGORIES, NEW_SOURCES = FAMILY
+PSI_MEAN, KS_MAX, CLASSIFIER, NOVELTY, DUPLICATES, NEW_CATEGORIES, NEW_SOURCES, LANGUAGES = FAMILY
 EVIDENTLY_SCORE = Statistic(contract.EVIDENTLY_MODEL_AUC)  # context: Evidently's own bootstrap decides its flag
 EVIDENTLY_DRIFTED = Statistic(contract.EVIDENTLY_DRIFTED)
 TOP1_COSINE = Statistic(contract.TOP1_COSINE)  # context, per dense pipeline
@@ -290,6 +290,8 @@ class Sample:
     # The chunks of each document of the whole side, in row order (its rows numbered document after document);
     # None: the runs of one id in `documents`, which needs every row held.
     counts: Sequence[int] | None = None
+    # Per held row, its document's language (pipeline/shifts.py `language`); empty: unknown (no language_share).
+    languages: Sequence[str] = ()
 
     def __len__(self) -> int:
         return int(self.vectors.shape[0]) if self.n is None else self.n
@@ -696,7 +698,70 @@ def _statistics(reference: Sample, current: Sample, ref: np.ndarray, cur: np.nda
             new = ~np.isin(np.asarray(cur_values, dtype=object).astype(str), np.asarray(ref_values, dtype=str))
             results.append(_verdict(stat, shares[0], shares[1:],
                                     detail=_describe(current, new, "chunks in what the reference lacks")))
+    if len(reference.languages) and len(current.languages):
+        results.append(_languages(reference, current, labels, groups, config.language_min_documents))
     return results
+
+
+OTHER_LANGUAGE = "other"  # the languages held by fewer than language_min_documents documents, pooled
+
+
+def language_table(languages: Sequence[str], min_documents: int) -> tuple[list[str], np.ndarray]:
+    """The language columns of a window x language table and each document's column (one-hot, documents x
+    columns): a language held by fewer than `min_documents` of the documents is pooled as OTHER_LANGUAGE."""
+    counts = pd.Series(list(languages), dtype=object).value_counts()
+    pooled = [code if counts[code] >= min_documents else OTHER_LANGUAGE for code in languages]
+    columns = sorted(set(pooled))
+    index = {code: i for i, code in enumerate(columns)}
+    one_hot = np.zeros((len(pooled), len(columns)))
+    one_hot[np.arange(len(pooled)), [index[code] for code in pooled]] = 1
+    return columns, one_hot
+
+
+def g_statistic(current: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """The G-test statistic (log-likelihood ratio, 2 sum O ln(O / E)) of the 2 x L tables whose rows are `current`
+    and `reference`, given as (tables, L) counts: scipy.stats.chi2_contingency(lambda_="log-likelihood",
+    correction=False)'s statistic, for every table at once (a cell of 0 adds 0)."""
+    observed = np.stack([current, reference], axis=1)  # (tables, 2, L)
+    expected = observed.sum(axis=2, keepdims=True) * observed.sum(axis=1, keepdims=True) / observed.sum(
+        axis=(1, 2), keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(observed > 0, observed * np.log(observed / expected), 0.0)
+    return 2 * terms.sum(axis=(1, 2))
+
+
+def language_shares(languages: Sequence[str], is_cur: np.ndarray, min_documents: int) -> Verdict:
+    """The documents' languages, current against reference: the value is the total variation distance between the
+    two windows' shares of documents per language (languages of fewer than `min_documents` documents pooled), the
+    p-value that of the G-test on the window x language table of DOCUMENTS under their permutation null, exact where
+    the chi-square approximation is not (a few foreign items); the effect is the distance above its null mean, and 0
+    when fewer than `min_documents` current documents are in excess of the reference's shares (the distance times
+    the current documents): one misread item in a window of three is a third of it, never a shift.
+    `languages`: per document, its language; `is_cur`: (1 + draws, documents), row 0 the observed split, the others
+    permutations of the documents."""
+    columns, one_hot = language_table(languages, min_documents)
+    cur = np.asarray(is_cur, np.float64)
+    cur_counts, ref_counts = cur @ one_hot, (1 - cur) @ one_hot
+    distance = 0.5 * np.abs(cur_counts / cur_counts.sum(axis=1, keepdims=True)
+                            - ref_counts / ref_counts.sum(axis=1, keepdims=True)).sum(axis=1)
+    g = g_statistic(cur_counts, ref_counts)
+    verdict = _verdict(LANGUAGES, distance[0], distance[1:])
+    if distance[0] * cur_counts[0].sum() < min_documents - 1e-9:
+        verdict = dataclasses.replace(verdict, effect=0.0)
+    from pipeline.shifts import language_name  # shifts reads the config and the contract only: no cycle
+
+    n_cur, n_ref = int(cur_counts[0].sum()), int(ref_counts[0].sum())
+    ranked = sorted(zip(columns, cur_counts[0], ref_counts[0]), key=lambda x: (-x[1], -x[2], x[0]))
+    phrase = ", ".join(f"{language_name(code)} {int(c)}/{n_cur} (reference {int(r)}/{n_ref})" for code, c, r in ranked)
+    return dataclasses.replace(verdict, p_value=_permutation_p(g[0], g[1:]), detail=f"documents by language: {phrase}")
+
+
+def _languages(reference: Sample, current: Sample, labels: np.ndarray, groups: np.ndarray, min_documents: int
+               ) -> Verdict:
+    """`language_shares` of the two samples, on the family's permutations of the documents."""
+    first = np.r_[0, np.flatnonzero(np.diff(groups)) + 1]  # each document's first chunk (groups are consecutive)
+    languages = [*reference.languages, *current.languages]
+    return language_shares([languages[i] for i in first], labels[:, first], min_documents)
 
 
 def effect_thresholds(config: DriftConfig) -> dict[str, float]:
@@ -704,7 +769,7 @@ def effect_thresholds(config: DriftConfig) -> dict[str, float]:
     return {PSI_MEAN.name: config.psi_effect, KS_MAX.name: config.ks_effect,
             CLASSIFIER.name: config.classifier_effect, NOVELTY.name: config.novelty_effect,
             DUPLICATES.name: config.duplicate_effect, NEW_CATEGORIES.name: config.composition_effect,
-            NEW_SOURCES.name: config.composition_effect}
+            NEW_SOURCES.name: config.composition_effect, LANGUAGES.name: config.language_effect}
 
 
 def decide(results: Sequence[Verdict], alpha: float, thresholds: dict[str, float]) -> list[Verdict]:
@@ -766,4 +831,4 @@ def _subset(sample: Sample, keep: np.ndarray) -> Sample:
     pick = lambda values: [values[i] for i in keep] if len(values) else []  # noqa: E731
     return Sample(np.asarray(sample.vectors)[keep], pick(sample.categories), pick(sample.sources),
                   pick(sample.titles), None if sample.duplicate is None else np.asarray(sample.duplicate)[keep],
-                  documents=pick(sample.documents))
+                  documents=pick(sample.documents), languages=pick(sample.languages))

@@ -12,7 +12,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 
 from pipeline import answers, contract, jsonl, store
-from pipeline.config import Config, ExportConfig, GenerationConfig, SourceConfig, TargetConfig, target_list
+from pipeline.config import Config, ExportConfig, GenerationConfig, SourceConfig, TargetConfig, candidates, target_list
 from pipeline.corpus import Corpus
 from pipeline.demo import clear_history
 from pipeline.errors import DriftwatchError
@@ -115,8 +115,10 @@ def evaluate_documents(config: Config, gold: Path, docs: Sequence[Path], k: int,
         documents = _digest(f"target {t.name}" for t in config.targets)
     if result.run["feeds_failed"]:
         raise GateError(result.failed_feeds[0].error)
-    if result.failed_targets:
-        raise GateError(f"cannot gate: {result.failed_targets[0].message}")
+    shadow = candidates(config)
+    failed = [o for o in result.failed_targets if o.name not in shadow]  # a candidate never fails the gate
+    if failed:
+        raise GateError(f"cannot gate: {failed[0].message}")
     return {
         "version": REPORT_VERSION, "k": k, "gold": str(gold), "docs": [str(d) for d in docs],
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "model": result.run["model"],
@@ -124,6 +126,7 @@ def evaluate_documents(config: Config, gold: Path, docs: Sequence[Path], k: int,
                         "config": config.config_hash()},
         "docs_total": result.run["docs_total"], "chunks_total": result.run["chunks_total"],
         "pipelines": _pipelines(result, k),
+        **({"candidates": shadow} if shadow else {}),  # evaluated and shown, never gated by default
         **({"answers": answers_report(result.answers, config.generation)} if result.answers is not None else {}),
     }
 
@@ -281,14 +284,17 @@ def judge_answers(report: dict, minimums: dict[str, float]) -> tuple[list[str], 
 
 def judge(report: dict, *, min_recall: float | None, max_drop: float | None, baseline: dict | None,
           pipelines: Sequence[str] | None = None, answer_minimums: dict[str, float] | None = None) -> Verdict:
-    """Judge each gated pipeline (`pipelines`; by default every pipeline of the report and of the baseline).
+    """Judge each gated pipeline (`pipelines`; by default every pipeline of the report and of the baseline but the
+    candidates, which are shown and never gated unless named).
 
     It fails when its recall@k is under `min_recall`, when any gated mean fell by more than `max_drop`
     (absolute) against the same pipeline in `baseline`, when a value it needs is NaN, or when the pipeline
     is missing from the report. A pipeline the baseline lacks is noted, not failed.
     """
     notes = comparable(report, baseline) if baseline is not None else []
-    gated = list(pipelines or dict.fromkeys([*report["pipelines"], *(baseline or {}).get("pipelines", {})]))
+    shadow = {*report.get("candidates", {}), *(baseline or {}).get("candidates", {})}
+    gated = list(pipelines or dict.fromkeys(p for p in [*report["pipelines"], *(baseline or {}).get("pipelines", {})]
+                                            if p not in shadow))
     checked, reasons = [], []
     for pipeline in gated:
         if pipeline not in report["pipelines"]:

@@ -19,18 +19,20 @@ import numpy as np
 import pandas as pd
 import scipy
 
-from pipeline import answers, contract, drift, indexes, memo, runmemo, segments, signals, store
-from pipeline.alerts import Alert, alerts_frame, evaluate_alerts
+from pipeline import (answers, canary, contract, drift, folder_source, index_health, indexes, memo, runmemo,
+                      segments, signals, store)
+from pipeline.alerts import Alert, alerts_frame, evaluate_alerts, plural
 from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document, chunk_id, chunk_settings
 from pipeline.windows import drift_table, window_verdicts
-from pipeline.config import Config, TargetConfig, builtin_pipelines, require_sources, target_list
+from pipeline.config import (EMBEDDER_OVERRIDES, Config, TargetConfig, builtin_pipelines, candidates, own_embedder,
+                             require_sources, target_list)
 from pipeline.corpus import CORPUS_FILE, Corpus
 from pipeline.corpus import check_file as check_corpus
-from pipeline.embeddings import Embedded, Embedder, EmbeddingStopped, embed_cached, locate_model
+from pipeline.embeddings import Embedded, Embedder, EmbedderError, EmbeddingStopped, embed_cached, locate_model
 from pipeline.exporters import export, with_events
 from pipeline.gold import GoldQuestion, load_gold
-from pipeline.metrics import MEAN_NAMES, METRICS, evaluate
+from pipeline.metrics import MEAN_NAMES, METRICS, default_k, evaluate
 from pipeline.retrieval import RERANKER, Ranking, Reranker, Retriever
 from pipeline.sources import Caps, Document, FeedError, FeedOutcome, collect
 from pipeline.targets import Outcome, Target, evaluate_target, external_targets
@@ -111,29 +113,39 @@ def ingest(config: Config, corpus: Corpus, run_date: date, deadline: Deadline | 
     for source in config.sources:
         if deadline is not None and deadline.passed():
             log.warning("source %r: not fetched, the run's deadline of %g s has passed", source.name, deadline.seconds)
-            outcomes.append(FeedOutcome(source.name, source.url or str(source.path), [], None, deferred=True))
+            outcomes.append(FeedOutcome(source.name, source.url or str(source.path or source.documents), [], None,
+                                        deferred=True))
             continue
         if source.url is not None and past:
             log.info("source %r: %s is a past run date: replaying the stored corpus, %s not fetched",
                      source.name, run_date, source.url)
             outcomes.append(FeedOutcome(source.name, source.url, [], None, replayed=True))
             continue
-        folder = source.path is not None and source.path.is_dir()
-        known = corpus.known_files(source.name, run_date, settings) if folder else None
+        folder = source.documents is not None or (source.path is not None and source.path.is_dir())
+        kept = f"{settings};{folder_source.READER_VERSION}" if source.documents is not None else settings
+        known = corpus.known_files(source.name, run_date, kept) if folder else None
         ingested = {}
-        for outcome in collect(source.name, url=source.url, path=source.path, run_date=run_date,
-                               http_cache=http_cache, timeout=config.fetch.timeout,
-                               max_bytes=config.fetch.max_bytes, user_agent=config.fetch.user_agent, known=known,
-                               caps=Caps.of(config.fetch)):
+        scan = (folder_source.scan(source.name, source.documents, run_date, known, Caps.of(config.fetch),
+                                   source.include) if source.documents is not None else None)
+        for outcome in scan.outcomes if scan is not None else collect(
+                source.name, url=source.url, path=source.path, run_date=run_date, http_cache=http_cache,
+                timeout=config.fetch.timeout, max_bytes=config.fetch.max_bytes, user_agent=config.fetch.user_agent,
+                known=known, caps=Caps.of(config.fetch)):
             outcomes.append(outcome)
             docs = outcome.documents
             if cutoff is not None:  # do not ingest what retention would delete at once
                 docs = [d for d in docs if d.published is None or d.published.date() >= cutoff]
             clashes += corpus.ingest(docs, run_date)
-            if folder and outcome.ok and not outcome.unchanged:
+            if folder and outcome.ok and not outcome.unchanged and outcome.validator is not None:
                 ingested[outcome.location] = outcome.validator
         if ingested:
-            corpus.record_files(source.name, ingested, run_date, settings)
+            corpus.record_files(source.name, ingested, run_date, kept)
+        if scan is not None and scan.ids is not None and _is_latest(config, run_date):
+            # Only the latest date deletes: a re-run of an earlier date cannot tell when a file went.
+            gone = corpus.source_documents(source.name, run_date) - scan.ids
+            if gone:
+                log.info("source %r: %s removed from %s", source.name, plural(len(gone), "file"), source.documents)
+                corpus.delete(sorted(gone), run_date, f"file removed from {source.documents}")
     if clashes:
         log.warning("%s: %d entries carried an id another entry holds and were stored under namespaced ids",
                     run_date, clashes)
@@ -167,6 +179,8 @@ def _check_sources(config: Config) -> None:
     for source in config.sources:
         if source.path is not None and not source.path.exists():
             raise FeedError(f"source {source.name!r}: {source.path}: no such file or directory")
+        if source.documents is not None and not source.documents.is_dir():
+            raise FeedError(f"source {source.name!r}: documents: {source.documents}: no such folder")
 
 
 def _is_past(config: Config, run_date: date) -> bool:
@@ -309,6 +323,8 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question:
     data_dir = config.data_dir
     if per_question is None:
         per_question = store.read_per_question(data_dir)
+    watched = functools.partial(_watched, set(candidates(config)))  # a candidate's series never page
+    per_question = watched(per_question)
     runs = store.read_runs(data_dir)
     today = pd.DataFrame([run]).astype({"run_date": "datetime64[ns]"})
     runs = pd.concat([runs[runs["run_date"] != pd.Timestamp(run_date)], today], ignore_index=True)
@@ -317,14 +333,49 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question:
         members = segments.members_on(store.read(data_dir, contract.SEGMENT_QUESTIONS), pd.Timestamp(run_date))
     by_segment = (segments.segment_alerts(run_date.isoformat(), pd.Timestamp(run_date), per_question, members,
                                           config.alerts, config.retrieval.k) if config.alerts.segment_alerts else [])
-    alerts = evaluate_alerts(run_date, store.read_metrics(data_dir), per_question,
+    by_store = index_health.index_alerts(run_date.isoformat(), pd.Timestamp(run_date),
+                                         store.read(data_dir, contract.INDEX_HEALTH))
+    per_answer, trusted = answers.alert_inputs(config)
+    alerts = evaluate_alerts(run_date, watched(store.read_metrics(data_dir)), per_question,
                              store.read(data_dir, contract.DRIFT), runs, config.alerts, config.retrieval.k,
                              stored[stored["run_date"] < pd.Timestamp(run_date)], config.drift,
-                             store.read(data_dir, contract.TARGETS), *answers.alert_inputs(config),
-                             sources=store.read(data_dir, contract.SOURCES), more=by_segment)
+                             watched(store.read(data_dir, contract.TARGETS), contract.TARGET),
+                             None if per_answer is None else watched(per_answer), trusted,
+                             sources=store.read(data_dir, contract.SOURCES), more=by_segment + by_store)
     same_day = stored[stored["run_date"] == pd.Timestamp(run_date)]
     seen = set(zip(same_day["rule"], same_day["pipeline"].fillna(""), same_day["metric"].fillna("")))
     return alerts, [a for a in alerts if a.new and a.key not in seen]
+
+
+def own_index_outcome(config: Config, target: TargetConfig, corpus: Corpus, run_date: date,
+                      gold: Sequence[GoldQuestion], deadline: Deadline) -> Outcome:
+    """A builtin candidate's rankings with its own embedder settings (`config.EMBEDDER_OVERRIDES`): the corpus's
+    chunks embedded by it (through the embedding cache, keyed by its own model key: only new text is encoded) and
+    searched by an index built in memory for the run; a deadline that stops its embedding fails it for the day."""
+    t0 = time.perf_counter()
+    embedder = Embedder(dataclasses.replace(config.embedder, **{k: getattr(target, k) for k in EMBEDDER_OVERRIDES
+                                                                 if getattr(target, k) is not None}))
+    pipeline = target.pipeline or target.name
+    _, chunks, _ = corpus_chunks(config, corpus, run_date, {})
+    try:
+        vectors = embed_cached(corpus, embedder, [c.text for c in chunks], stop=deadline.passed).vectors
+    except EmbeddingStopped as stopped:
+        return Outcome(target.name, target.kind, None, round(time.perf_counter() - t0, 3),
+                       f"deadline {deadline.seconds:g} s passed with {stopped.left:,} chunk texts not embedded by "
+                       f"{embedder.key}")
+    except EmbedderError as exc:  # its model or backend cannot be had: the candidate fails, the run goes on
+        return Outcome(target.name, target.kind, None, round(time.perf_counter() - t0, 3), str(exc))
+    questions = [q.question for q in gold]
+    own = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=(pipeline,)))
+    reranker = Reranker(config.rerank, config.embedder.device) if pipeline == "hybrid_rerank" else None
+    rankings = Retriever(chunks, vectors, own, reranker).search(pipeline, questions,
+                                                                embed_cached(corpus, embedder, questions).vectors)
+    return Outcome(target.name, target.kind, rankings, round(time.perf_counter() - t0, 3))
+
+
+def _watched(shadow: set[str], frame: pd.DataFrame, column: str = contract.PIPELINE) -> pd.DataFrame:
+    """The frame without the rows of the `shadow` targets (the candidates): what the alert rules read."""
+    return frame[~frame[column].isin(shadow)] if shadow and column in frame else frame
 
 
 def check_inputs(config: Config, run_date: date, embedder: Embedder, accept_edits: bool = False
@@ -413,7 +464,9 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         history = stored_questions[stored_questions[contract.RUN_DATE] < pd.Timestamp(run_date)]
         indexed = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=builtin))
         counts = corpus.counts(run_date)
-        memoized = runmemo.memoized(config, corpus, run_date, gold, counts) if builtin else None
+        # A store's vectors change without the corpus: its drift is never read from, nor kept in, the memo.
+        memoizing = builtin and not config.index_health.drift
+        memoized = runmemo.memoized(config, corpus, run_date, gold, counts) if memoizing else None
         late = _deferred(outcomes, deadline)  # what the deadline left undone, for the events
         n_encoded, evaluate = 0, True
         if memoized is not None:  # nothing the retrieval or the corpus drift reads has changed: no index, no vector
@@ -466,10 +519,12 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                     hnsw_rows = signals.hnsw_recall_rows(run_date.isoformat(), approximate, exact, gold,
                                                          config.retrieval.k)
                     signal_rows += hnsw_rows
+            drift_vectors, unaligned = index_health.drift_vectors(config, chunks, embedded.vectors)
+            events = "; ".join(e for e in (events, unaligned) if e)
             drift_found = window_verdicts(config, corpus, embedder, run_date,
                                           {doc_id: first_seen for doc_id, _, first_seen in keys}, chunks,
-                                          embedded.vectors, chunked, (keys, valid_from))
-            if builtin:
+                                          drift_vectors, chunked, (keys, valid_from))
+            if memoizing:
                 runmemo.keep(config, corpus, run_date, gold, keys, rankings, top1, hnsw_rows, n_chunks, drift_found)
         for note in late:
             log.warning("%s: %s", run_date, note)
@@ -481,8 +536,11 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         ranked_by_target: dict[str, list[Ranking]] = {}
         # The top-1 KS tests of a re-run are those of the run before (and scipy.stats, 1 s to import, is not needed).
         ks = memo.Calls(data_dir, "top1_ks", scipy=scipy.__version__)
+        if evaluate:  # a builtin candidate with its own embedder: its own vectors and index over the same corpus
+            answered.update({t.name: own_index_outcome(config, t, corpus, run_date, gold, deadline)
+                             for t in target_list(config) if own_embedder(t)})
         for target in target_list(config) if evaluate else ():  # a run the deadline stopped has no rankings
-            if target.kind == "builtin":
+            if target.kind == "builtin" and not own_embedder(target):
                 pipeline = target.pipeline or target.name
                 metric_rows += [{**r, "pipeline": target.name} for r in by_pipeline_metrics[pipeline]]
                 question_rows += [{**r, "pipeline": target.name} for r in by_pipeline_questions[pipeline]]
@@ -529,11 +587,22 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         ks.save()
         if config.targets:
             store.replace_date(data_dir, contract.TARGETS, run_date, target_rows)
+        if candidates(config) or (data_dir / contract.CANARY).exists():  # a candidate dropped: its date's rows go
+            store.replace_date(data_dir, contract.CANARY, run_date,
+                               canary.canary_rows(run_date.isoformat(), question_rows, candidates(config),
+                                                  default_k(config.retrieval.k)))
         if answered_run is not None:
             answers.write_run(data_dir, run_date, answered_run)
         if config.sources:  # each source's freshness and volume, read from the corpus: a re-run writes the same rows
             store.replace_date(data_dir, contract.SOURCES, run_date,
-                               source_rows(corpus.new_by_source(run_date), [s.name for s in config.sources], run_date))
+                               source_rows(corpus.new_by_source(run_date), [s.name for s in config.sources], run_date,
+                                           {o.source for o in failed}))
+        if config.index_health.stores:  # each vector store read as a corpus: its snapshot, diff and findings
+            health_rows, unread = index_health.run_stores(
+                config, run_date, {d for d, _, _ in corpus.snapshot_keys(run_date)} if config.sources else None,
+                [d for q in gold for d in q.relevant_ids], embedder)
+            store.replace_date(data_dir, contract.INDEX_HEALTH, run_date, health_rows)
+            run["events"] = "; ".join(e for e in (run["events"], *unread) if e)
         alerts, to_notify = evaluate_run_alerts(config, run_date, run,
                                                 store.with_rows(stored_questions, contract.PER_QUESTION, run_date,
                                                                 question_rows), members)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline import contract, store, views
+from pipeline import canary, contract, store, views
 from pipeline.views import weekly as weekly_views
 from pipeline.alerts import is_new
 from pipeline.contract import ALERT, WARNING
@@ -54,11 +54,13 @@ class WeeklyReview:
     persistence: Persistence  # each pipeline's LongEval relative drop on the week's last run
     gold_texts: dict = field(default_factory=dict)  # question id -> text, for the summary paragraph
     counts: AlertCounts | None = None  # the week's alerts in the one vocabulary (open on its last run, incidents, rows)
+    canary: tuple[str, ...] = ()  # each candidate's sentence on its last run of the week (pipeline/canary.py)
 
 
 def weekly_review(runs: pd.DataFrame, metrics: pd.DataFrame, per_question: pd.DataFrame, alerts: pd.DataFrame,
                   week: str, k: int | None = None, gold_texts: dict[str, str] | None = None,
-                  silences: Sequence[Silence] = (), config: AlertsConfig | None = None) -> WeeklyReview:
+                  silences: Sequence[Silence] = (), config: AlertsConfig | None = None,
+                  candidates: pd.DataFrame | None = None) -> WeeklyReview:
     """The review of one ISO week from the store's frames and the data directory's silences (nothing is read
     here); `config` (the data directory's alerts settings) names the reference period of the persistence."""
     try:
@@ -92,7 +94,8 @@ def weekly_review(runs: pd.DataFrame, metrics: pd.DataFrame, per_question: pd.Da
         marks=views.alert_points(fortnight[0], None), notes=views.run_events(fortnight[1]),
         gold_texts=dict(gold_texts or {}),
         counts=count_alerts(week_alerts, weekly_views.in_week(runs, week), silences),
-        persistence=persistence(per_question, config or AlertsConfig(), k, end))
+        persistence=persistence(per_question, config or AlertsConfig(), k, end),
+        canary=tuple(canary.latest_sentences(weekly_views.in_week(candidates, week))) if candidates is not None else ())
 
 
 def summary_paragraph(review: WeeklyReview, gold_texts: dict[str, str] | None = None) -> str:
@@ -151,7 +154,8 @@ def weekly_review_html(data_dir: Path, week: str) -> str:
     texts = {q: g.question for q, g in views.gold_questions(views.settings(data_dir).gold).items()}
     review = weekly_review(store.read_runs(data_dir), store.read_metrics(data_dir),
                            store.read_per_question(data_dir), store.read(data_dir, contract.ALERTS), week,
-                           gold_texts=texts, silences=read_silences(data_dir), config=views.settings(data_dir).alerts)
+                           gold_texts=texts, silences=read_silences(data_dir), config=views.settings(data_dir).alerts,
+                           candidates=store.read(data_dir, contract.CANARY))
     from pipeline.evidently_report import default_path as evidently_path
 
     return render_html(review, {d: evidently_path(data_dir, d).is_file() for d in review.run_dates})
@@ -396,6 +400,9 @@ def render_html(review: WeeklyReview, evidently_built: Mapping[date, bool] | Non
         "<h2>All series</h2>", _every_metric_section(review),
         "<h2>Evidently reports of the drift windows</h2>", _evidently_section(review, evidently_built or {}),
     ]
+    if review.canary:  # after the metrics table: a candidate informs a switch, it is not an incident
+        body[5:5] = ["<h2>Candidates (never paged)</h2>",
+                     "<ul>" + "".join(f"<li>{_e(line)}</li>" for line in review.canary) + "</ul>"]
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             f"<title>driftwatch weekly review {_e(review.week)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"

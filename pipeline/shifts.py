@@ -126,6 +126,25 @@ def language(text: str) -> str:
     return str(_detector().detect(text, model="lite", k=1)[0]["lang"])
 
 
+_LANGUAGES: dict[str, str] = {}  # a document's language by its content hash: each version is identified once
+_LANGUAGES_HELD = 200_000  # hashes held at most (about 20 MB); the cache starts over past it
+
+
+def document_language(content_hash: str, text: str) -> str:
+    """`language(text)` of the document version whose content hash is `content_hash`, identified once a process."""
+    code = _LANGUAGES.get(content_hash)
+    if code is None:
+        if len(_LANGUAGES) >= _LANGUAGES_HELD:
+            _LANGUAGES.clear()
+        code = _LANGUAGES[content_hash] = language(text)
+    return code
+
+
+def document_text(title: str, text: str) -> str:
+    """What the naming and the language statistic read of a document: its title, then its text."""
+    return f"{title}\n{text}"
+
+
 def language_name(code: str) -> str:
     return LANGUAGE_NAMES.get(code, code)
 

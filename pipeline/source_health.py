@@ -4,7 +4,7 @@ sources.csv series, and the two rules over it, a source silent past its usual ga
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import date
 
@@ -16,22 +16,20 @@ from pipeline import series, store
 from pipeline.config import AlertsConfig
 from pipeline.contract import (ACTIVE_DAYS, GAP_DAYS, LAST_NEW, NEW_ITEMS, RUN_DATE, SOURCE, TOTAL_ITEMS,
                                USUAL_GAP_DAYS)
+from pipeline.contract import FETCH_FAILED, FIRST_NEW
 from pipeline.freshness import cadence_words
 
 
-def _iso(day: date | pd.Timestamp) -> str:
-    return f"{day:%Y-%m-%d}"
-
-
-def source_rows(new_by_source: Sequence[tuple[str, str, int, int]], sources: Sequence[str], run_date: date
-                ) -> list[dict]:
+def source_rows(new_by_source: Sequence[tuple[str, str, int, int]], sources: Sequence[str], run_date: date,
+                failed: Collection[str] = ()) -> list[dict]:
     """sources.csv's rows of `run_date`: one per configured source, in the configured order, a source that brought
-    nothing included. `new_by_source`: `Corpus.new_by_source(run_date)`, (source, first seen, new, still present).
+    nothing included. `new_by_source`: `Corpus.new_by_source(run_date)`, (source, first seen, new, still present);
+    `failed`: the sources whose fetch failed on the run.
 
     A source's days with new items are the run dates its documents were first seen on; its usual gap is the median
     gap between consecutive ones (empty with fewer than two). A source's first run brings its backlog (a folder's
     older dated files, a feed's current items): one day among the others."""
-    day = _iso(run_date)
+    day = store.iso_day(run_date)
     rows = []
     for name in sources:
         mine = [(seen, n, present) for source, seen, n, present in new_by_source if source == name and n > 0]
@@ -41,10 +39,12 @@ def source_rows(new_by_source: Sequence[tuple[str, str, int, int]], sources: Seq
         rows.append({RUN_DATE: day, SOURCE: name,
                      NEW_ITEMS: sum(n for seen, n, _ in mine if seen == day),
                      TOTAL_ITEMS: sum(present for _, _, present in mine),
-                     LAST_NEW: _iso(last) if last else "",
+                     LAST_NEW: store.iso_day(last) if last else "",
                      GAP_DAYS: (run_date - last).days if last else math.nan,
                      ACTIVE_DAYS: len(days),
-                     USUAL_GAP_DAYS: float(np.median(gaps)) if len(gaps) else math.nan})
+                     USUAL_GAP_DAYS: float(np.median(gaps)) if len(gaps) else math.nan,
+                     FIRST_NEW: store.iso_day(days[0]) if days else "",
+                     FETCH_FAILED: int(name in failed)})
     return rows
 
 
@@ -61,6 +61,8 @@ class SilentSource:
     usual_gap_days: float
     line_days: float
     active_days: int
+    rate: float = math.nan  # the share of its days with new items (`daily_rate`)
+    n_sources: int = 1  # the sources tested on the run (Bonferroni)
 
     @property
     def message(self) -> str:
@@ -68,29 +70,58 @@ class SilentSource:
 
         gap = self.usual_gap_days
         return (f"source {self.source} silent since {self.last_new} (usually {cadence_words(gap)}): "
-                f"no new item for {self.gap_days} days, more than {self.line_days:g} (the larger of the minimum and "
-                f"the factor times its median gap of {plural(int(gap) if gap.is_integer() else gap, 'day')}, over "
-                f"{self.active_days} days with new items)")
+                f"no new item for {self.gap_days} days, more than {self.line_days:.3g} (the largest of the minimum, "
+                f"the factor times its median gap of {plural(int(gap) if gap.is_integer() else gap, 'day')} and the "
+                f"gap its rate of new items on {self.rate:.0%} of days leaves below alpha over "
+                f"{plural(self.n_sources, 'source')}, over {self.active_days} days with new items)")
 
 
-def silence_line(usual_gap_days: float, config: AlertsConfig) -> float:
-    """Days without a new item past which a source of this usual gap is silent:
-    max(silence_min_days, silence_gap_factor x usual gap)."""
-    return max(float(config.silence_min_days), config.silence_gap_factor * usual_gap_days)
+def daily_rate(active_days: int, first_new: str, last_new: str) -> float:
+    """The share of a source's days that bring new items, smoothed: (k + 1/2) / (n + 1) for k days with new items
+    after its first (the backlog) among the n days from its first to its last new item (the current gap left out:
+    it is what is tested); NaN without two such days."""
+    if not first_new or not last_new or active_days < 2:
+        return math.nan
+    n = (date.fromisoformat(last_new) - date.fromisoformat(first_new)).days
+    return (active_days - 1 + 0.5) / (n + 1)
+
+
+def rate_line(rate: float, alpha: float) -> float:
+    """The days without a new item a source of this daily rate goes beyond with probability alpha: the g where
+    (1 - rate) ** g = alpha (each day bringing items independently with probability `rate`); 0 when unknown."""
+    if math.isnan(rate) or rate >= 1:
+        return 0.0
+    return math.log(alpha) / math.log1p(-rate)
+
+
+def silence_line(usual_gap_days: float, config: AlertsConfig, rate: float = math.nan, n_sources: int = 1) -> float:
+    """Days without a new item past which a source is silent: max(silence_min_days, silence_gap_factor x its usual
+    gap, `rate_line` at silence_alpha / n_sources)."""
+    return max(float(config.silence_min_days), config.silence_gap_factor * usual_gap_days,
+               rate_line(rate, config.silence_alpha / n_sources))
 
 
 def silent_sources(rows: pd.DataFrame, config: AlertsConfig) -> list[SilentSource]:
     """The sources of `rows` (sources.csv rows of one run) silent on it: their usual gap learned (at least
-    `silence_min_history` days with new items) and their days since the last new item beyond `silence_line`."""
-    out = []
+    `silence_min_history` days with new items), their fetch not failed on the run (`feeds_failed` reports it), and
+    their days since the last new item beyond `silence_line` (Bonferroni over the sources so tested)."""
+    tested = []
     for r in rows.itertuples(index=False):
         active, gap, usual = getattr(r, ACTIVE_DAYS), getattr(r, GAP_DAYS), getattr(r, USUAL_GAP_DAYS)
         if pd.isna(active) or int(active) < config.silence_min_history or pd.isna(gap) or pd.isna(usual):
             continue
-        line = silence_line(float(usual), config)
+        failed = getattr(r, FETCH_FAILED, 0)
+        if not pd.isna(failed) and int(failed) == 1:
+            continue
+        first = getattr(r, FIRST_NEW, "")
+        rate = daily_rate(int(active), first if isinstance(first, str) else "", getattr(r, LAST_NEW))
+        tested.append((r, int(active), int(gap), float(usual), rate))
+    out = []
+    for r, active, gap, usual, rate in tested:
+        line = silence_line(usual, config, rate, len(tested))
         if gap > line:
-            out.append(SilentSource(getattr(r, SOURCE), getattr(r, LAST_NEW), int(gap), float(usual), line,
-                                    int(active)))
+            out.append(SilentSource(getattr(r, SOURCE), getattr(r, LAST_NEW), gap, usual, line, active, rate,
+                                    len(tested)))
     return out
 
 

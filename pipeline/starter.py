@@ -27,7 +27,7 @@ NOTES: dict[str, dict[str, str]] = {
     "": {
         "data_dir": "corpus.sqlite and the CSV series ($DRIFTWATCH_DATA_DIR overrides)",
         "gold": "the gold set: one JSON question per line",
-        "sources": "one [[sources]] table per feed, with a name and a url or a path",
+        "sources": "one [[sources]] table per feed or documents folder, with a name and a url, path or documents",
         "targets": ("the retrievers watched, each a name and a kind: builtin (a pipeline over the sources), http "
                     "(a search endpoint), python (module:function), runs (logged results) or a vector store "
                     "(chroma, pgvector, qdrant); none: the builtin retrieval.pipelines (see \"Your own retriever\" in "
@@ -102,6 +102,8 @@ NOTES: dict[str, dict[str, str]] = {
         "novelty_effect": "share of new chunks unlike anything in the reference, above its null mean",
         "duplicate_effect": "share of new chunks with a near copy, above the reference's own share",
         "composition_effect": "share of new chunks in categories or sources the reference lacks",
+        "language_effect": "total variation of the documents' language shares, above its null mean",
+        "language_min_documents": "a language held by fewer documents (both windows) is pooled as other",
         "duplicate_cosine": "nearest-neighbour cosine at or above which a chunk is a near copy",
         "max_deleted_share": "a run deleting more of the corpus than this alerts",
         "seed": "seed of every sample and permutation",
@@ -131,6 +133,7 @@ NOTES: dict[str, dict[str, str]] = {
         "silence_min_days": "a source is silent after at least this many days without a new item",
         "silence_gap_factor": "... and after this many times its median gap between days with new items",
         "silence_min_history": "days with new items a source needs before its usual gap is learned",
+        "silence_alpha": "... and after the gap its rate of new items leaves below this (Bonferroni over sources)",
         "spike_window": "the runs of a source's history its volume spike is tested against",
         "spike_min_history": "the runs of history a source needs before a spike can fire",
         "spike_factor": "a spike is also above this many times the source's median new items",
@@ -154,7 +157,7 @@ NOTES: dict[str, dict[str, str]] = {
         "api_key_env": "NAME of the environment variable holding the API key (default: no key)",
         "temperature": "of every generation and judge call",
         "max_tokens": "per completion",
-        "pipeline": "generate: the target whose top k is the context (default: the first)",
+        "pipeline": "generate: the target whose top k is the context (default: the first non-candidate)",
         "k": "generate: documents in the context",
         "judge": "judge the answers with the LLM (default: when base_url is set)",
         "judge_model": "the judge's model at base_url (default: model)",
@@ -168,6 +171,13 @@ NOTES: dict[str, dict[str, str]] = {
     },
     "run": {
         "deadline_seconds": "past it a run stops fetching and embedding and ends with status partial",
+    },
+    "index_health": {
+        "stores": "[[targets]] whose vector store is read as a corpus each run: snapshot, ghosts, stale vectors",
+        "sample": "records with a text re-embedded per store and run (seeded)",
+        "stale_cosine": "a sampled vector below this cosine with its re-embedding is stale",
+        "generation_cosine": "between stale_cosine and this: another generation of the model (ONNX int8)",
+        "drift": "the drift statistics read the store's own vectors (one store; ids: chunk ids or document ids)",
     },
 }
 
@@ -263,13 +273,17 @@ def starter_toml() -> str:
         "",
         f"# [[sources]]: {top['sources']}: `url` (http/https,",
         "# fetched with conditional GET) or `path` (a feed file, or a folder of dated files YYYY-MM-DD[-name].xml",
-        "# replayed up to the run date). A run needs at least one.",
+        "# replayed up to the run date), or `documents` (a folder of Markdown, HTML, text and PDF files, one",
+        "# document each, e.g. a wiki export). A run needs at least one.",
         "# [[sources]]",
         '# name = "my-feed"',
         '# url = "https://example.org/rss.xml"',
         "# [[sources]]",
         '# name = "archive"',
         '# path = "feeds/archive"',
+        "# [[sources]]",
+        '# name = "wiki"',
+        '# documents = "wiki-export"',
     ]
     sections = section_keys()
     for f in dataclasses.fields(Config):

@@ -27,6 +27,7 @@ from pipeline.contract import (ADDED_COLUMNS, AGREEMENT, ALERTS, ANSWERS_DIR, DR
                                METRICS, PER_ANSWER, PER_QUESTION, RUN_DATE, RUNS, SCHEMAS, SIGNALS, SOURCES, TARGETS,
                                TEXT_COLUMNS, UPSTREAM_TEXT_COLUMNS)
 from pipeline.contract import SEGMENT_QUESTIONS, SEGMENTS
+from pipeline.contract import CANARY
 from pipeline.errors import DriftwatchError
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TEMPORARY = re.compile(r"\..+\.(?P<pid>\d+)\.tmp")  # what `atomic_write` leaves when killed
 # The files whose rows belong to a run: a date they hold without a runs.csv row is one no finished run wrote.
 RUN_PARTS = (PER_QUESTION, METRICS, DRIFT, ALERTS, SIGNALS, TARGETS, GENERATION, PER_ANSWER, AGREEMENT, SOURCES,
-             SEGMENTS, SEGMENT_QUESTIONS)
+             SEGMENTS, SEGMENT_QUESTIONS, CANARY)
 
 
 def _legacy_columns(name: str) -> tuple[str, ...] | None:
@@ -591,6 +592,11 @@ def _empty(name: str) -> pd.DataFrame:
 def as_days(column: pd.Series) -> pd.Series:
     """A run_date column as datetimes (as `read` gives it; converted only when it is not already)."""
     return column if pd.api.types.is_datetime64_any_dtype(column) else pd.to_datetime(column)
+
+
+def iso_day(day: date | pd.Timestamp) -> str:
+    """A day as the CSVs and the messages write it: YYYY-MM-DD."""
+    return f"{day:%Y-%m-%d}"
 
 
 def _dtype(column: str) -> str:

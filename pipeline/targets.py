@@ -408,12 +408,17 @@ def _function(config: TargetConfig, index: int, source: str, base: Path) -> Call
     return function
 
 
+def config_base(config: Config) -> Path:
+    """The folder a target's relative paths and python modules are under: the configuration file's."""
+    return config.file.resolve().parent if config.file else Path.cwd()
+
+
 def external_targets(config: Config, embedder: Embedder | None = None) -> list[Target]:
     """The configured targets that bring their own index (a vector store embeds the questions with `embedder`, the
     run's, when its model is the run's). Raises ConfigError for what a run cannot start with (an unset environment
     variable of a header, a function that cannot be imported), EmbedderError for a store's model not at hand."""
     source = str(config.file or "the configuration")
-    base = config.file.resolve().parent if config.file else Path.cwd()
+    base = config_base(config)
     out: list[Target] = []
     for i, t in enumerate(config.targets):
         if t.kind == HTTP:

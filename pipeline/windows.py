@@ -169,9 +169,12 @@ def _sample(config: Config, corpus: Corpus, versions: Sequence[tuple[str, str, s
     at = np.searchsorted(rows, keep)
     if len(keep):
         flags[at] = duplicate(vectors[at], [sample_chunks[i] for i in at])
+    languages = {o: shifts.document_language(versions[o][1], shifts.document_text(x.document.title, x.document.text))
+                 for o, x in docs.items()}
     return drift.Sample(vectors, [x.categories[0] if x.categories else "" for x in owners],
                         [x.source for x in owners], [x.title for x in owners], flags, rows=rows, n=n,
-                        documents=[versions[o][0] for o in owner], counts=counts)
+                        documents=[versions[o][0] for o in owner], counts=counts,
+                        languages=[languages[o] for o in owner])
 
 
 def evidently_rows(counts: Sequence[int] | np.ndarray, config: Config) -> np.ndarray:
@@ -363,8 +366,8 @@ def shift_verdicts(config: Config, corpus: Corpus, reference: Sequence[tuple[str
     def side(versions: Sequence[tuple[str, str, str]], seed: int) -> shifts.Side:
         picked = [versions[i] for i in shifts.sample(len(versions), d.shift_documents, seed)]
         docs = [s.document for s in corpus.read_versions(picked)]
-        return shifts.Side([f"{x.title}\n{x.text}" for x in docs], [x.categories[0] if x.categories else ""
-                                                                    for x in docs], [x.source for x in docs])
+        return shifts.Side([shifts.document_text(x.title, x.text) for x in docs],
+                           [x.categories[0] if x.categories else "" for x in docs], [x.source for x in docs])
 
     value, detail = shifts.describe(side(reference, d.seed), side(current, drift.current_seed(d)), d)
     return [drift.Verdict(contract.NAMED_SHIFT, value, math.nan, math.nan, math.nan, math.nan, math.nan, detail,

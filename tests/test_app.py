@@ -19,7 +19,7 @@ from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
-from pipeline import contract, report, source_health, store, views
+from pipeline import canary, contract, report, source_health, store, views
 from pipeline.alerts import condition_of
 from pipeline.views import overview as overview_views
 from pipeline.views import questions as questions_views
@@ -191,6 +191,35 @@ def test_overview_shows_the_csv_values_and_a_verdict_per_pipeline(history, open_
     assert link == f"Its {count} incident{'' if count == 1 else 's'}"  # not "Its 1 incidents"
 
 
+def test_overview_and_weekly_review_show_a_candidate_with_its_paired_difference_and_interval(history, open_app,
+                                                                                            tmp_path):
+    """canary.csv as the job writes it (pipeline/canary.py over the stored per-question rows), dense taken for a
+    candidate against hybrid: the Overview's sentence and table, and the weekly review's sentence."""
+    data_dir = copy_of(history, tmp_path)
+    per_question = store.read_per_question(data_dir)
+    for day, rows in per_question.groupby("run_date"):
+        store.replace_date(data_dir, contract.CANARY, f"{day:%Y-%m-%d}",
+                           canary.canary_rows(f"{day:%Y-%m-%d}", rows, {"dense": "hybrid"}, 5))
+    stored = store.read(data_dir, contract.CANARY)
+    latest = stored[stored["run_date"] == stored["run_date"].max()].set_index("metric")
+    at = open_app(data_dir)
+    shown = table(at, "overview_canary").set_index("metric")
+    assert list(shown.index) == [views.metric_label(m, 5) for m in canary.METRICS]
+    for metric in canary.METRICS:
+        row = shown.loc[views.metric_label(metric, 5)]
+        assert (row["candidate"], row["against"]) == ("dense", "hybrid")
+        assert row[["questions", "difference", "95% low", "95% high", "p"]].tolist() == pytest.approx(
+            latest.loc[metric, ["n_questions", "mean_diff", "ci_low", "ci_high", "p_value"]].tolist(), nan_ok=True)
+    recall = latest.loc["recall"]
+    sentence = canary.sentence({**recall, "metric": "recall"})
+    assert sentence.startswith("candidate dense: recall@5 ") and "against hybrid (p " in sentence
+    assert f"{int(recall['n_questions'])} questions)" in sentence
+    lines = [literal(m.value) for m in at.get_by_key("overview_canary_lines").markdown]
+    assert lines == [f"- {sentence}"]
+    week = report.latest_week(store.read_runs(data_dir))
+    assert html.escape(sentence) in report.weekly_review_html(data_dir, week)
+
+
 def test_the_banner_gives_one_line_per_open_condition_and_every_message_behind_it(history, open_app, tmp_path):
     def slow_drift(metric: str, change: float) -> dict:
         return {"rule": "slow_drift", "pipeline": "bm25", "metric": metric, "value": 0.6, "baseline": 0.7,
@@ -338,6 +367,9 @@ def test_drift_page_draws_the_stored_statistics(history, open_app):
 
     assert psi["psi_mean"]["y"] == values("value")
     assert psi["psi_mean, no-drift 95%"]["y"] == values("null_value")
+    languages = {t["name"]: t for t in figure(at, "drift_chart_language_share")["data"]}
+    rows = drift.query("statistic == 'language_share'")
+    assert len(rows) and languages["language_share"]["y"] == values("value")  # the demo's news: all English
     verdicts = table(at, "drift_verdicts")
     latest = drift[(drift["run_date"] == drift["run_date"].max()) & (drift["verdict"] != "context")]
     assert verdicts["statistic"].tolist() == latest["statistic"].tolist()
@@ -629,3 +661,15 @@ def test_the_overview_banner_and_the_segments_page_show_a_segment_alert_in_its_w
     at = visit(at, "pages/segments.py")
     assert f"{contract.SEGMENT_SLOW_DRIFT} on hybrid: {head}" in [literal(w.value) for w in at.warning]
     assert at.get_by_key("segments_chart") and at.selectbox(key="segments_segment").options
+
+
+def test_the_banner_summarises_several_segment_alerts_in_one_line(history, open_app, tmp_path):
+    rows = [{"rule": contract.SEGMENT_SLOW_DRIFT, "pipeline": "hybrid", "metric": f"hit@5 tag:{tag}", "value": 0.3,
+             "baseline": 0.7, "change_pct": -57.1, "threshold": 10.0, "severity": "alert", "since": "2026-10-26",
+             "message": f"{tag} questions (9): hit@5 0.70 → 0.30 since 2026-10-24; the other 31 flat (hybrid, test)"}
+            for tag in ("paraphrase", "stdlib", "syntax")]
+    at = open_app(with_alerts(history, tmp_path / "segments", rows))
+    lines = banner(at)["error"].splitlines()
+    assert any(line.startswith("- 3 segments declined: paraphrase, stdlib, syntax (on hybrid since 2026-10-26; each "
+                               "on the Segments page) · next: ") for line in lines), lines
+    assert not any("paraphrase questions (9)" in line for line in lines)

@@ -23,7 +23,7 @@ def test_the_bench_replays_a_null_stream_and_prints_its_table(tmp_path, capsys):
     assert bench.main(["--gold", str(tmp_path / "missing.jsonl")]) == 2
 
 
-def test_a_real_directorys_series_replays_in_its_order_and_reordered(tmp_path, capsys):
+def test_a_real_directorys_series_replays_in_its_order_with_an_injected_decline(tmp_path, capsys):
     from bench._streams import StreamSpec, simulate_rows
     from pipeline import contract, segments, store
     from pipeline.config import Config
@@ -33,7 +33,14 @@ def test_a_real_directorys_series_replays_in_its_order_and_reordered(tmp_path, c
     last = max(r["run_date"] for r in questions)
     store.write_table(tmp_path, contract.SEGMENT_QUESTIONS, segments.member_rows(
         str(last), {"tag:a": tuple(f"q{i:03d}" for i in range(9)), "tag:b": tuple(f"q{i:03d}" for i in range(9, 20))}))
-    rows = bench.real_replays(tmp_path, 3, AlertsConfig())
-    assert [(r["order"], r["days"]) for r in rows] == [("real", 24), ("shuffled 1", 24), ("shuffled 2", 24)]
-    assert bench.main(["--store", str(tmp_path), "--orders", "2"]) == 0
-    assert "| real | 24 |" in capsys.readouterr().out
+    history, members, days = bench.scored_history(tmp_path)
+    assert len(days) == 24 and set(members) == {"tag:a", "tag:b"}
+    start = days[12]
+    hit = bench.injected(history, members["tag:a"], start, 0.5, seed=0)
+    changed = hit[(hit[contract.RUN_DATE] >= start) & (hit["hit"] != history["hit"])]
+    assert changed[contract.QUESTION_ID].nunique() <= 5 and set(changed[contract.QUESTION_ID]) <= set(members["tag:a"])
+    assert (hit.loc[(hit[contract.RUN_DATE] < start), "hit"] == history.loc[history[contract.RUN_DATE] < start,
+                                                                           "hit"]).all()
+    assert bench.main(["--store", str(tmp_path), "--reference-runs", "10"]) == 0
+    out = capsys.readouterr().out
+    assert f"| {tmp_path.name} | 24 |" in out and "tag:a (9), 50% of it from" in out

@@ -52,7 +52,10 @@ def test_env_overrides_data_dir(tmp_path, monkeypatch):
     ("[chunking]\nsize = 50\noverlap = 50\n", r"chunking\.overlap"),
     ("[bm25]\nb = 2.0\n", r"bm25\.k1: k1 must be >= 0 and b within"),
     ("[fetch]\ntimeout = '10'\n", r"fetch\.timeout: expected float"),
-    ("[[sources]]\nname = 'both'\npath = 'x'\nurl = 'https://x.org/feed'\n", r"give exactly one of url or path"),
+    ("[[sources]]\nname = 'both'\npath = 'x'\nurl = 'https://x.org/feed'\n",
+     r"give exactly one of url, path or documents"),
+    ("[[sources]]\nname = 'wiki'\npath = 'x'\ndocuments = 'wiki'\n",
+     r"sources\[1\] \(wiki\): give exactly one of url, path or documents"),
     ("[[sources]]\nname = 'ftp'\nurl = 'ftp://x.org/feed'\n", r"only http\(s\) URLs"),
     ("[[sources]]\nname = 'local'\npath = 'again'\n", r"duplicate source name 'local'"),
     ("[fetch]\ntimeout = nan\n", r"fetch\.timeout: must be a number of seconds > 0 and <= 600, got nan"),
@@ -67,13 +70,13 @@ def test_env_overrides_data_dir(tmp_path, monkeypatch):
     ("[alerts]\nwebhook_url = 'ftp://x.org/hook'\n", r"alerts\.webhook_url: must be an http\(s\) URL"),
     ("[drift]\nconfirm_windows = 4\n", r"drift\.confirm_windows: need 1 <= confirm_windows <= confirm_of"),
     ("[drift]\npage_alpha = 0.1\n", r"drift\.page_alpha: need 0 < page_alpha <= alpha \(0\.05\)"),
-    # 7 statistics at 99 draws: the smallest Holm-adjusted p is 7 / 100 = 0.07, so nothing could ever drift.
-    ("[drift]\npermutations = 99\n", r"drift\.permutations: too few to reach alpha \(0\.05\).*is 0\.07; need more "
-                                     r"than 139"),
+    # 8 statistics at 99 draws: the smallest Holm-adjusted p is 8 / 100 = 0.08, so nothing could ever drift.
+    ("[drift]\npermutations = 99\n", r"drift\.permutations: too few to reach alpha \(0\.05\).*is 0\.08; need more "
+                                     r"than 159"),
     ("[drift]\npage_permutations = 400\n", r"drift\.page_permutations: must be >= permutations \(500\)"),
-    # 7 statistics at 3000 draws: the smallest Holm-adjusted p is 7 / 3001 = 0.0023, above the page level 0.002.
+    # 8 statistics at 3000 draws: the smallest Holm-adjusted p is 8 / 3001 = 0.0027, above the page level 0.002.
     ("[drift]\npage_permutations = 3000\n", r"drift\.page_permutations: too few to reach page_alpha \(0\.002\).*"
-                                            r"is 0\.0023; need more than 3499"),
+                                            r"is 0\.0027; need more than 3999"),
 ])
 def test_bad_settings_name_the_key(tmp_path, extra, message):
     path = write(tmp_path, extra)

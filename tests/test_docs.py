@@ -14,7 +14,7 @@ import yaml
 
 from pipeline import contract, docgen
 from pipeline.cli import CHECKOUT_DASHBOARD, build_parser
-from pipeline.config import TARGET_KEYS, Config, ExportConfig, SourceConfig
+from pipeline.config import CANDIDATE_KEYS, TARGET_KEYS, Config, ExportConfig, SourceConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -171,3 +171,5 @@ def test_every_target_key_is_in_the_example_and_the_docs():
             assert re.search(rf"^# {key} = ", example, re.M), f"targets.{key} not in monitor.toml"
             assert (key, kind) in documented, f"targets.{key} ({kind}) not in docs/configuration.md"
             assert f"`{key}`" in targets, f"targets.{key} not in docs/targets.md"
+    for key in CANDIDATE_KEYS:  # every kind takes them
+        assert re.search(rf"^# {key} = ", example, re.M) and (key, "every") in documented and f"`{key}`" in targets

@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.machinery
 import json
 import re
 import shutil
 import time
-import types
 from datetime import date
 from pathlib import Path
 
 import pytest
 
-import pipeline
 from pipeline import starter
-from pipeline.check import Probe
 from pipeline.cli import main
 from pipeline.config import Config, load_config
 from pipeline.corpus import Corpus
@@ -64,7 +60,7 @@ def test_the_starter_names_every_key_with_a_note():
 def test_the_commented_out_keys_are_valid_when_uncommented(tmp_path):
     active = "\n".join(line[2:] if line.startswith("# ") and " = " in line.split("#")[1] else line
                        for line in starter.starter_toml().splitlines()
-                       if not line.startswith(("# name", "# url", "# path")))
+                       if not line.startswith(("# name", "# url", "# path", "# documents")))
     (tmp_path / "monitor.toml").write_text(active, encoding="utf-8")
     cfg = load_config(tmp_path / "monitor.toml")
     assert cfg.embedder.truncate_dim == 128 and cfg.retrieval.fusion_depth == 50

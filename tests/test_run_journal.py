@@ -28,12 +28,13 @@ VOLATILE = {"run_id", "started_at", "finished_at", "seconds", "labels_file"}
 
 
 def make_config(root: Path) -> Config:
-    """The end-to-end feeds with every file a run writes: builtin targets (targets.csv) and logged answers with
-    human labels (answers/DATE.jsonl, per_answer.csv, generation.csv, agreement.csv)."""
+    """The end-to-end feeds with every file a run writes: builtin targets (targets.csv), a candidate (canary.csv)
+    and logged answers with human labels (answers/DATE.jsonl, per_answer.csv, generation.csv, agreement.csv)."""
     return Config(data_dir=root / "store", gold=root / "e2e" / "gold.jsonl",
                   sources=(SourceConfig(name="ledger", path=root / "e2e" / "feeds"),),
                   retrieval=RetrievalConfig(pipelines=("bm25", "hybrid"), k=(1, 3), candidate_depth=10),
-                  targets=(TargetConfig(name="bm25", kind="builtin"), TargetConfig(name="hybrid", kind="builtin")),
+                  targets=(TargetConfig(name="bm25", kind="builtin"), TargetConfig(name="hybrid", kind="builtin"),
+                           TargetConfig(name="next", kind="builtin", pipeline="bm25", candidate=True)),
                   generation=GenerationConfig(mode="logged", logged=root / "answers.jsonl",
                                               labels=root / "labels.csv"))
 
@@ -95,7 +96,7 @@ def written(data_dir: Path, day: date) -> int:
 
 # A re-run's writes in order: `job.run_day`'s replace_date calls, answers.write_run's (its JSONL file, then three
 # CSVs), alerts, runs, then the seal. Killed after N of them, N = 0 .. len(STEPS).
-STEPS = ("per_question", "metrics", "drift", "signals", "segments", "segment_questions", "targets",
+STEPS = ("per_question", "metrics", "drift", "signals", "segments", "segment_questions", "targets", "canary",
          "answers/DATE.jsonl", "per_answer", "generation", "agreement", "sources", "alerts", "runs", "seal")
 
 # One process imports the package once and forks a child per kill point; each child re-runs the date on its own

@@ -116,6 +116,21 @@ def test_a_silent_folder_source_alerts_naming_it(tmp_path, embedder):
     assert ongoing.since == f"{DAYS[-1]:%Y-%m-%d}" and not ongoing.new
 
 
+def _run_with_wire(tmp_path, embedder, httpserver, monkeypatch, feed, served: dict) -> tuple[list, Config]:
+    """Every run of DAYS over the steady folder and the wire, a feed on localhost answered by `feed` (served["day"]
+    is the run's day)."""
+    httpserver.expect_request("/wire.xml").respond_with_handler(feed)
+    # Each run is the daily run of its own day (fetched, not replayed): the calendar is outside the system.
+    monkeypatch.setattr(job, "_is_past", lambda config, run_date: False)
+    config = _config(tmp_path, (SourceConfig(name="steady", path=_folder(tmp_path / "feeds", "steady", DAYS)),
+                                SourceConfig(name="wire", url=httpserver.url_for("/wire.xml"))))
+    results = []
+    for day in DAYS:
+        served["day"] = day
+        results.append(run_day(config, day, embedder=embedder, notify=False))
+    return results, config
+
+
 def test_a_silent_http_source_alerts_naming_it(tmp_path, embedder, httpserver, monkeypatch):
     """The wire is a feed on localhost that brings two items a day and then stops changing: first the same items
     again (200), then a 304 to the conditional GET. Either way nothing is new, and it alerts like the folder."""
@@ -130,19 +145,36 @@ def test_a_silent_http_source_alerts_naming_it(tmp_path, embedder, httpserver, m
         items = [_item("wire", d, n) for d in (day - timedelta(days=1), day) for n in range(2) if d >= DAYS[0]]
         return Response(_feed("wire", items), content_type="application/rss+xml", headers={"ETag": etag})
 
-    httpserver.expect_request("/wire.xml").respond_with_handler(feed)
-    # Each run is the daily run of its own day (fetched, not replayed): the calendar is outside the system.
-    monkeypatch.setattr(job, "_is_past", lambda config, run_date: False)
-    config = _config(tmp_path, (SourceConfig(name="steady", path=_folder(tmp_path / "feeds", "steady", DAYS)),
-                                SourceConfig(name="wire", url=httpserver.url_for("/wire.xml"))))
-    results = []
-    for day in DAYS:
-        served["day"] = day
-        results.append(run_day(config, day, embedder=embedder, notify=False))
+    results = _run_with_wire(tmp_path, embedder, httpserver, monkeypatch, feed, served)[0]
     assert all(r.run["feeds_failed"] == 0 for r in results)
     # Fetched on every run: after the last new items, the same items again, then 304s to the conditional GET.
     assert len(served["requests"]) == len(DAYS) and served["requests"][-1] == f'"{DAYS[LAST_WIRE_DAY]:%Y%m%d}"'
     _assert_wire_silence(results)
+
+
+def test_a_failing_feed_is_reported_as_failed_not_also_as_silent(tmp_path, embedder, httpserver, monkeypatch):
+    """The wire brings two items a day, then its server answers 500 for 4 days: each of those runs reports
+    feeds_failed and sources.csv marks its fetch failed; source_silent never fires for it (it would on the 4th day,
+    as in the tests above, were it reachable and unchanged)."""
+    served = {"day": DAYS[0]}
+
+    def feed(request):
+        if served["day"] > DAYS[LAST_WIRE_DAY]:
+            return Response("upstream down", status=500)
+        items = [_item("wire", served["day"], n) for n in range(2)]
+        return Response(_feed("wire", items), content_type="application/rss+xml")
+
+    results, config = _run_with_wire(tmp_path, embedder, httpserver, monkeypatch, feed, served)
+    assert [r.run["feeds_failed"] for r in results] == [0] * (LAST_WIRE_DAY + 1) + [1] * 4
+    assert all(any(a.rule == contract.FEEDS_FAILED for a in r.alerts) for r in results[LAST_WIRE_DAY + 1:])
+    assert not any(a.rule == SOURCE_SILENT for r in results for a in r.alerts)
+    rows = store.read(config.data_dir, contract.SOURCES)
+    wire = rows[rows[contract.SOURCE] == "wire"]
+    assert list(wire[contract.FETCH_FAILED]) == [0] * (LAST_WIRE_DAY + 1) + [1] * 4
+    assert list(wire[contract.GAP_DAYS])[-1] == 4  # as silent as the tests above: only the failure tells them apart
+    # The same rows with the fetch not failed: the rule would call it silent.
+    last = rows[rows[contract.RUN_DATE] == rows[contract.RUN_DATE].max()].assign(**{contract.FETCH_FAILED: 0})
+    assert [s.source for s in silent_sources(last, AlertsConfig())] == ["wire"]
 
 
 # --- the series and the rules on frames ---------------------------------------------------------------------
@@ -167,34 +199,41 @@ def test_the_rows_count_each_configured_source_a_silent_one_included():
     assert never[contract.LAST_NEW] == "" and never[contract.ACTIVE_DAYS] == 0 and math.isnan(never[contract.GAP_DAYS])
 
 
+# Ten days with new items, every `every` days: 9 after the first over 9 x every days, a smoothed daily rate of
+# (9 + 1/2) / (9 x every + 1); the rate line is the g where (1 - rate) ** g = silence_alpha (0.001, one source).
 @pytest.mark.parametrize("every, silent_for, alerts_after", [
-    (1, 4, 4),  # daily: line max(2, 3) = 3 days, the 4th day without an item alerts
+    (1, 4, 4),  # daily: rate 0.95, rate line ln 0.001 / ln 0.05 = 2.31; max(2, 3 x 1, 2.31) = 3: the 4th day alerts
     (1, 3, None),
-    (3, 10, 10),  # every 3 days: line 9
-    (3, 9, None),
-    (7, 22, 22),  # weekly: line 21
+    (3, 17, 17),  # every 3 days: rate 9.5 / 28, rate line 16.7 (above 3 x 3 = 9: a Bernoulli rate ignores regularity)
+    (3, 16, None),
+    (7, 43, 43),  # weekly: rate 9.5 / 64, rate line 42.99
 ])
 def test_the_silence_line_is_learned_from_the_source_own_gaps(every, silent_for, alerts_after):
     config = AlertsConfig()
     history = [date(2026, 1, 1) + timedelta(days=every * i) for i in range(10)]
     last = history[-1]
-    fired = [g for g in range(1, silent_for + 1) if silent_sources(_rows_over(history, last + timedelta(days=g)),
-                                                                    config)]
+    fired = [g for g in range(max(1, silent_for - 2), silent_for + 1)
+             if silent_sources(_rows_over(history, last + timedelta(days=g)), config)]
     assert fired[:1] == ([alerts_after] if alerts_after else [])
-    assert silence_line(every, config) == max(2, 3 * every)
+    rate = 9.5 / (9 * every + 1)
+    expected = max(2, 3 * every, math.log(0.001) / math.log(1 - rate))
+    assert silence_line(every, config, rate) == pytest.approx(expected)
+    assert silence_line(every, config) == max(2, 3 * every)  # no rate known: the median gap's line
 
 
 def test_the_wording_of_the_silence_says_the_usual_cadence():
     config = AlertsConfig()
     history = [date(2026, 1, 1) + timedelta(days=3 * i) for i in range(10)]
-    [silent] = silent_sources(_rows_over(history, history[-1] + timedelta(days=10)), config)
+    [silent] = silent_sources(_rows_over(history, history[-1] + timedelta(days=17)), config)
     assert silent.message == (
-        f"source s silent since {history[-1]:%Y-%m-%d} (usually every 3 days): no new item for 10 days, more than 9 "
-        "(the larger of the minimum and the factor times its median gap of 3 days, over 10 days with new items)")
+        f"source s silent since {history[-1]:%Y-%m-%d} (usually every 3 days): no new item for 17 days, more than "
+        "16.7 (the largest of the minimum, the factor times its median gap of 3 days and the gap its rate of new items "
+        "on 34% of days leaves below alpha over 1 source, over 10 days with new items)")
     daily = [date(2026, 1, 1) + timedelta(days=i) for i in range(10)]
     [silent] = silent_sources(_rows_over(daily, daily[-1] + timedelta(days=4)), config)
-    assert silent.message.endswith("(usually daily): no new item for 4 days, more than 3 (the larger of the minimum "
-                                   "and the factor times its median gap of 1 day, over 10 days with new items)")
+    assert silent.message.endswith("(usually daily): no new item for 4 days, more than 3 (the largest of the minimum, "
+                                   "the factor times its median gap of 1 day and the gap its rate of new items on 95% "
+                                   "of days leaves below alpha over 1 source, over 10 days with new items)")
 
 
 def test_no_silence_before_the_usual_gap_is_learned():

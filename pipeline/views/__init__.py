@@ -28,7 +28,7 @@ from pipeline.metrics import (DEFAULT_METRIC, HEADLINE, REGISTRY, RETRIEVAL_METR
                               metric_info, series_name)
 from pipeline import store
 from pipeline.contract import SEGMENT_RULES
-from pipeline.segments import headline
+from pipeline.segments import headline, label
 
 SEVERITY_RANK = {severity: rank for rank, severity in enumerate(SEVERITIES, start=1)}  # 0: no alert
 SEVERITY_OF_RANK = {rank: severity for severity, rank in SEVERITY_RANK.items()}
@@ -234,6 +234,50 @@ def open_conditions(rows: pd.DataFrame) -> list[OpenCondition]:
             since=group["_since"].min(), worst=worst["_metric"],
             change_pct=float(pd.to_numeric(worst["change_pct"], errors="coerce")), per_series=len(condition) == 2,
             messages=tuple(zip(group["_metric"], group[MESSAGE].fillna("").astype(str)))))
+    return out
+
+
+MAX_NAMED_SEGMENTS = 3  # segments a banner line names before "…"
+
+
+@dataclass(frozen=True)
+class SegmentSummary:
+    """Several open segment conditions as one banner line: "3 segments declined: paraphrase, stdlib, syntax (...)";
+    each one's own words are on the Segments page and in the alert list."""
+
+    conditions: tuple[OpenCondition, ...]
+
+    @property
+    def segments(self) -> list[str]:
+        """The segments, as messages name them, in the conditions' order (one per segment over its pipelines)."""
+        return list(dict.fromkeys(label(c.worst.partition(" ")[2]) for c in self.conditions))
+
+    @property
+    def line(self) -> str:
+        names = self.segments
+        shown = ", ".join(names[:MAX_NAMED_SEGMENTS]) + (", …" if len(names) > MAX_NAMED_SEGMENTS else "")
+        pipelines = ", ".join(dict.fromkeys(c.pipeline for c in self.conditions))
+        since = min(c.since for c in self.conditions)
+        return (f"{len(names)} segments declined: {shown} (on {pipelines} since {since:%Y-%m-%d}; each on the Segments "
+                f"page)")
+
+    @property
+    def runbook(self) -> RunbookEntry:
+        return self.conditions[0].runbook
+
+
+def banner_items(conditions: Sequence[OpenCondition]) -> list[OpenCondition | SegmentSummary]:
+    """The banner's lines: each condition, except that the segment conditions of more than one segment become one
+    `SegmentSummary` where the first of them stood."""
+    mine = tuple(c for c in conditions if c.rule in SEGMENT_RULES)
+    if len({c.worst.partition(" ")[2] for c in mine}) < 2:
+        return list(conditions)
+    out: list[OpenCondition | SegmentSummary] = []
+    for c in conditions:
+        if c not in mine:
+            out.append(c)
+        elif c is mine[0]:
+            out.append(SegmentSummary(mine))
     return out
 
 

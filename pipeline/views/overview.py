@@ -17,6 +17,7 @@ from pipeline.contract import ALERT, WARNING
 from pipeline.config import AlertsConfig
 from pipeline.metrics import DEFAULT_WATCHED, metric_info
 from pipeline.contract import K, METRIC, PIPELINE, RULE, RUN_DATE, SEVERITY, VALUE
+from pipeline.contract import AGAINST, CANDIDATE, CI_HIGH, CI_LOW, MEAN_DIFF, N_QUESTIONS, P_VALUE
 from pipeline.views import SEVERITY_OF_RANK, SEVERITY_RANK, metric_label, open_conditions, series_name, values_of
 
 OK = "ok"
@@ -212,3 +213,17 @@ def short(message: str) -> str:
     """An alert message's first clause (up to its details in parentheses), at most SHORT_MESSAGE characters."""
     head = str(message).split(" (", 1)[0].split(". ", 1)[0]
     return head if len(head) <= SHORT_MESSAGE else head[: SHORT_MESSAGE - 1] + "…"
+
+
+CANARY_HEADERS = {CANDIDATE: "candidate", AGAINST: "against", METRIC: "metric", N_QUESTIONS: "questions",
+                  MEAN_DIFF: "difference", CI_LOW: "95% low", CI_HIGH: "95% high", P_VALUE: "p"}
+
+
+def canary_table(canary: pd.DataFrame) -> pd.DataFrame:
+    """The candidates' latest run (canary.csv): per candidate and metric@k the paired difference, its interval and
+    p, labelled for the page."""
+    if canary.empty:
+        return pd.DataFrame(columns=list(CANARY_HEADERS.values()))
+    latest = canary[canary[RUN_DATE] == canary.groupby(CANDIDATE)[RUN_DATE].transform("max")]
+    shown = latest.assign(**{METRIC: [metric_label(m, int(k)) for m, k in zip(latest[METRIC], latest[K])]})
+    return shown[list(CANARY_HEADERS)].rename(columns=CANARY_HEADERS).reset_index(drop=True)
