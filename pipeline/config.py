@@ -884,10 +884,14 @@ def _check_candidates(cfg: Config, bad: Callable[[str, str], ConfigError]) -> No
 def _check_index_health(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
     h = cfg.index_health
     names = [t.name for t in cfg.targets]
+    kinds = {t.name: t.kind for t in cfg.targets}
     for i, name in enumerate(h.stores):
         if name not in names:
             raise bad(f"index_health.stores[{i}]", f"{name!r} is not the name of a [[targets]] table "
                                                    f"(targets: {', '.join(names) or 'none'})")
+        if kinds[name] not in VECTOR_STORES:
+            raise bad(f"index_health.stores[{i}]", f"{name!r} is a {kinds[name]} target, not a vector store "
+                                                   f"(kinds: {', '.join(VECTOR_STORES)})")
     if h.drift and len(h.stores) != 1:
         raise bad("index_health.drift", f"the drift reads one store's vectors: name exactly one in index_health.stores "
                                         f"(got {len(h.stores)})")
