@@ -90,7 +90,7 @@ class TeamIndex:
             out = [r for r in out if r.doc_id != GOLD_DELETED]
         return out
 
-    def open(self, target: TargetConfig) -> ListStore:
+    def open(self, target: TargetConfig, base: Path | None = None) -> ListStore:
         if self.fail:
             raise index_health.IndexHealthError(f"store {target.name}: connection refused")
         return ListStore(target.name, self.records(self.day))
