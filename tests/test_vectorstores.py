@@ -20,7 +20,8 @@ from pipeline.job import run_day
 from pipeline.targets import TargetError, VectorStoreTarget
 from pipeline.vectorstores import open_store
 from tests.vectorstore_support import (DIM, QUALITY, ChromaWriter, PgWriter, QdrantWriter, Records, by_target,
-                                       chroma_server, differences, free_port, postgres, replay)
+                                       differences, free_port, replay)
+from tests.vectorstore_support import servers as started_servers
 
 SLICE = Path(__file__).parent / "data" / "news-slice"
 FIRST, DAYS = date(2025, 9, 10), 3
@@ -38,17 +39,8 @@ def store_targets(chroma_url: str, qdrant_path: Path) -> tuple[TargetConfig, ...
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
     """A Chroma server and PostgreSQL with pgvector, for the module; torn down after it."""
-    root = tmp_path_factory.mktemp("servers")
-    with chroma_server(root / "chroma") as url, postgres() as dsn:
-        old = os.environ.get(DSN_ENV)
-        os.environ[DSN_ENV] = dsn
-        try:
-            yield url, dsn
-        finally:
-            if old is None:
-                del os.environ[DSN_ENV]
-            else:
-                os.environ[DSN_ENV] = old
+    with started_servers(tmp_path_factory.mktemp("servers"), DSN_ENV) as started:
+        yield started
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import shutil
 import socket
 import subprocess
@@ -87,6 +88,21 @@ def postgres() -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def servers(root: Path, dsn_env: str) -> Iterator[tuple[str, str]]:
+    """A Chroma server and PostgreSQL with pgvector, the dsn in the environment variable `dsn_env`; yields (url, dsn)."""
+    with chroma_server(root / "chroma") as url, postgres() as dsn:
+        old = os.environ.get(dsn_env)
+        os.environ[dsn_env] = dsn
+        try:
+            yield url, dsn
+        finally:
+            if old is None:
+                del os.environ[dsn_env]
+            else:
+                os.environ[dsn_env] = old
+
+
 @dataclass
 class Records:
     """What the indexing job writes for one day: chunk ids, document ids, texts, vectors, one model stamp."""
@@ -138,6 +154,12 @@ class ChromaWriter:
                                    f"{START_DEADLINE:g} s ({missing[:3]})")
             time.sleep(0.2)
 
+    def restate(self, record_id: str, text: str) -> None:
+        """The record's text edited in place, its vector kept (as read back): a stale vector."""
+        kept = self.collection.get(ids=[record_id], include=["embeddings", "metadatas"])
+        self.collection.upsert(ids=[record_id], embeddings=kept["embeddings"], documents=[text],
+                               metadatas=kept["metadatas"])
+
     def close(self) -> None:
         pass
 
@@ -167,6 +189,11 @@ class PgWriter:
                                     "model = EXCLUDED.model").format(self.table),
                             [(i, d, t, v, r.model) for i, d, t, v in zip(r.ids, r.doc_ids, r.texts, r.vectors)])
             cur.execute(sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(self.table), (gone,))
+
+    def restate(self, record_id: str, text: str) -> None:
+        from psycopg import sql
+
+        self.conn.execute(sql.SQL("UPDATE {} SET body = %s WHERE id = %s").format(self.table), (text, record_id))
 
     def close(self) -> None:
         self.conn.close()
@@ -198,6 +225,15 @@ class QdrantWriter:
                 client.upsert(self.collection, points[s:s + 1000])
             if gone:
                 client.delete(self.collection, points_selector=models.PointIdsList(points=[qdrant_id(i) for i in gone]))
+        finally:
+            client.close()
+
+    def restate(self, record_id: str, text: str) -> None:
+        from qdrant_client import QdrantClient
+
+        client = QdrantClient(path=str(self.path))
+        try:
+            client.set_payload(self.collection, {"text": text}, points=[qdrant_id(record_id)])
         finally:
             client.close()
 
