@@ -100,7 +100,8 @@ class TargetConfig:
     path: Path | None = None  # runs: the logged results; "{date}" in it becomes the run date (YYYY-MM-DD)
     # chroma, pgvector, qdrant (pipeline/vectorstores.py): the team's vector store, read only. chroma and qdrant
     # take a server `url` or a local `path`; `id` and `text` name pgvector's columns (`text` is qdrant's payload
-    # key; chroma's text is the record's document); `timeout` bounds every call.
+    # key; chroma's text is the record's document; qdrant's `id` is the payload key of the record's own id, e.g. a
+    # chunk id, read when a point has it, else the point id); `timeout` bounds every call.
     collection: str | None = None  # chroma, qdrant: the collection
     table: str | None = None  # pgvector: the table (schema.table allowed)
     dsn_env: str | None = None  # pgvector: NAME of the env var holding the connection string (never the dsn itself)
@@ -124,7 +125,7 @@ TARGET_KEYS = {
     "runs": ("format", "path"),
     "chroma": ("url", "path", "collection", "doc_id", "model_field", "model", "timeout"),
     "pgvector": ("dsn_env", "table", "id", "doc_id", "text", "vector", "model_field", "model", "distance", "timeout"),
-    "qdrant": ("url", "path", "collection", "text", "doc_id", "vector", "model_field", "model", "timeout"),
+    "qdrant": ("url", "path", "collection", "text", "doc_id", "vector", "model_field", "model", "timeout", "id"),
 }
 # A builtin candidate's embedder settings: the next configuration, searched over the same corpus (pipeline/canary.py).
 EMBEDDER_OVERRIDES = ("truncate_dim", "backend")

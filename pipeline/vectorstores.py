@@ -216,7 +216,8 @@ class PgVectorStore:
 class QdrantStore:
     """A Qdrant collection, on a server (`url`) or in local mode (`path`): the same client and calls. Payload keys
     `text`, `doc_id` and `model_field`; `vector` names the vector when the collection has several. Its distance
-    must be Cosine or Dot (scores are similarities, higher is better)."""
+    must be Cosine or Dot (scores are similarities, higher is better). A record's id is its payload's `id` key when it
+has one (point ids are integers or UUIDs, so a chunk's own id usually lives in the payload), else the point id."""
 
     def __init__(self, config: TargetConfig, base: Path) -> None:
         self.name, self.config = config.name, config
@@ -242,7 +243,7 @@ class QdrantStore:
         return QdrantClient(url=self.config.url, timeout=max(1, round(self.config.timeout)))
 
     def _payload_keys(self) -> list[str]:
-        return [k for k in (self.config.text, self.config.doc_id, self.config.model_field) if k]
+        return [k for k in (self.config.id, self.config.text, self.config.doc_id, self.config.model_field) if k]
 
     def search(self, vector: np.ndarray, k: int) -> list[tuple[str, float, str | None]]:
         from qdrant_client import models
@@ -266,7 +267,8 @@ class QdrantStore:
                 with_vectors=[c.vector] if c.vector else True))
             for p in points:
                 vector = p.vector.get(c.vector) if isinstance(p.vector, dict) else p.vector
-                yield _stored(p.id, vector, _field(p.payload, c.text), p.payload, c)
+                # Point ids are integers or UUIDs: the record's own id (a chunk id) is the payload's `id` key if it has one.
+                yield _stored(_field(p.payload, c.id) or p.id, vector, _field(p.payload, c.text), p.payload, c)
             if offset is None:
                 return
 

@@ -46,14 +46,15 @@ def kb_target(name: str, url: str, qdrant: Path) -> tuple[TargetConfig, object]:
     """The target "kb" over store `name`, and the team's writer of the same collection or table."""
     keys = {"doc_id": "doc_id", "model_field": "model"}
     if name == "chroma":
-        return TargetConfig(name="kb", kind="chroma", url=url, collection="kb", **keys), ChromaWriter(url, "kb")
+        return TargetConfig(name="kb", kind="chroma", url=url, collection="team_kb", **keys), ChromaWriter(url, "team_kb")
     if name == "pgvector":
         import os
 
-        return (TargetConfig(name="kb", kind="pgvector", dsn_env=DSN_ENV, table="kb", text="body", **keys),
-                PgWriter(os.environ[DSN_ENV], "kb"))
-    return (TargetConfig(name="kb", kind="qdrant", path=qdrant, collection="kb", text="text", **keys),
-            QdrantWriter(qdrant, "kb"))
+        return (TargetConfig(name="kb", kind="pgvector", dsn_env=DSN_ENV, table="team_kb", text="body", **keys),
+                PgWriter(os.environ[DSN_ENV], "team_kb"))
+    return (TargetConfig(name="kb", kind="qdrant", path=qdrant, collection="team_kb", text="text", id="chunk_id",
+                         **keys),
+            QdrantWriter(qdrant, "team_kb"))
 
 
 @pytest.fixture(scope="module", params=STORES)
@@ -76,8 +77,8 @@ def history(request, started, embedder, int8, tmp_path_factory):
             before = set(written)
             load_stream([writer], corpus, day, config, int8 if day == GENERATION_DAY else embedder, written)
         if day == GHOST_DAY:
-            ghost = embedder.encode(["A ferry ran aground off a small island; nobody was hurt."])
-            writer.write(Records([f"{GHOST_ID}#0"], [GHOST_ID], ["A ferry ran aground."], ghost, embedder.key), [])
+            text = ["A ferry ran aground off a small island; nobody was hurt."]
+            writer.write(Records([f"{GHOST_ID}#0"], [GHOST_ID], text, embedder.encode(text), embedder.key), [])
         elif day == STALE_DAY:
             stale_id = sorted(i for i in written if not i.startswith(GOLD_DELETED))[0]
             writer.restate(stale_id, "Rewritten by an editor: the council approved a new harbour instead.")
