@@ -72,6 +72,7 @@ TABLE_NOTES: dict[str, dict[str, str]] = {
         "qdrant.vector": "the named vector, when the collection has several (default: the unnamed one)",
         "qdrant.text": "the payload key of the record's text (optional)",
         "pgvector.id": "the id column",
+        "qdrant.id": "the payload key of a record's own id (a chunk id: index health names it), else the point id",
         "pgvector.text": "the text column (optional)",
         "chroma.timeout": "seconds for each call to the store",
         "pgvector.timeout": "seconds for the connection and each statement (statement_timeout)",

@@ -21,6 +21,7 @@ from pipeline.contract import (ALERT, FOUND_ADDED, FOUND_CHANGED, FOUND_DELETED,
 from pipeline.corpus import Corpus
 from pipeline.embeddings import Embedder, embed_cached, normalize
 from pipeline.gold import load_gold
+from pipeline.targets import TargetError
 from pipeline.vectorstores import StoredVector
 from pipeline.windows import window_verdicts
 
@@ -42,7 +43,10 @@ class ListStore:
         self.name, self.records, self.closed = name, records, False
 
     def search(self, vector: np.ndarray, k: int) -> list[tuple[str, float, str | None]]:
-        raise NotImplementedError  # the index health only scans
+        """Exact inner product over the records of the query's dimension (the "kb" target is searched too)."""
+        same = [r for r in self.records if r.vector.size == vector.size]
+        scores = [float(r.vector @ vector) for r in same]
+        return [(same[i].doc_id, scores[i], same[i].text) for i in np.argsort(scores, kind="stable")[::-1][:k]]
 
     def scan(self, batch: int = 1000):
         yield from self.records
@@ -92,7 +96,7 @@ class TeamIndex:
 
     def open(self, target: TargetConfig, base: Path | None = None) -> ListStore:
         if self.fail:
-            raise index_health.IndexHealthError(f"store {target.name}: connection refused")
+            raise TargetError(f"store {target.name}: connection refused")  # as a real connector raises
         return ListStore(target.name, self.records(self.day))
 
 
@@ -110,7 +114,7 @@ def history(tmp_path_factory, embedder):
         shutil.copy(SLICE / "daily" / f"{day}.xml", folder)
     config = Config(data_dir=root / "store", gold=SLICE / "gold.jsonl", sources=(SourceConfig("news", path=folder),),
                     retrieval=RetrievalConfig(pipelines=("dense",), k=(5,), candidate_depth=10),
-                    targets=(TargetConfig("kb", "builtin", pipeline="dense"),),
+                    targets=(TargetConfig("kb", "qdrant", path=Path("qdrant"), collection="kb"),),
                     index_health=IndexHealthConfig(stores=("kb",), sample=8))
     team = TeamIndex(config.data_dir, embedder)
     mp = pytest.MonkeyPatch()
