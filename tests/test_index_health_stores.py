@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from pipeline import contract, store
-from pipeline.config import Config, EmbedderConfig, IndexHealthConfig, RetrievalConfig, SourceConfig, TargetConfig
+from pipeline.config import Config, DriftConfig, EmbedderConfig, IndexHealthConfig, RetrievalConfig, SourceConfig, TargetConfig
 from pipeline.contract import (ALERT, FOUND_ADDED, FOUND_CHANGED, FOUND_DELETED, GHOST, GOLD_ABSENT, INDEX_RULES,
                                MIXED_GENERATIONS, STALE, WARNING)
 from pipeline.corpus import Corpus
@@ -68,7 +68,8 @@ def history(request, started, embedder, int8, tmp_path_factory):
     config = Config(data_dir=root / "store", gold=SLICE / "gold.jsonl",
                     sources=(SourceConfig(name="news", path=SLICE / "daily"),),
                     retrieval=RetrievalConfig(pipelines=("dense",), k=(5,), candidate_depth=10), targets=(target,),
-                    index_health=IndexHealthConfig(stores=("kb",)))
+                    index_health=IndexHealthConfig(stores=("kb",)),
+                    drift=DriftConfig(permutations=99, page_permutations=199, evidently=False))  # not under test
     written: dict[str, str] = {}
     stale_id, generation = "", []
     for day in DAYS:
