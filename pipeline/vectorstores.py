@@ -267,7 +267,7 @@ has one (point ids are integers or UUIDs, so a chunk's own id usually lives in t
                 with_vectors=[c.vector] if c.vector else True))
             for p in points:
                 vector = p.vector.get(c.vector) if isinstance(p.vector, dict) else p.vector
-                # Point ids are integers or UUIDs: the record's own id (a chunk id) is the payload's `id` key if it has one.
+                # Point ids are integers or UUIDs: a record's own id (a chunk id) is its payload's `id` key, if any.
                 yield _stored(_field(p.payload, c.id) or p.id, vector, _field(p.payload, c.text), p.payload, c)
             if offset is None:
                 return

@@ -371,7 +371,7 @@ def test_a_finding_pages_when_it_appears_or_grows_and_warns_while_it_persists():
 
 
 def test_a_run_with_drift_on_the_store_reads_its_vectors_or_says_why_not(history, embedder):
-    """Last in this module (it re-runs two dates with other settings). The drift of a run with `index_health.drift` reads
+    """Last in this module (it re-runs two dates with other settings). A run with `index_health.drift` reads
     the store's vectors: moved by noise, they move the drift values; on a day the store holds two dimensions the
     run measures driftwatch's embedding and its events say why (a chunk the store lacks is named likewise)."""
     config, team, _ = history

@@ -10,8 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipeline import contract, store
-from pipeline.config import Config, DriftConfig, EmbedderConfig, IndexHealthConfig, RetrievalConfig, SourceConfig, TargetConfig
+from pipeline import contract, index_health, store
+from pipeline.config import (Config, DriftConfig, EmbedderConfig, IndexHealthConfig, RetrievalConfig, SourceConfig,
+                             TargetConfig)
 from pipeline.contract import (ALERT, FOUND_ADDED, FOUND_CHANGED, FOUND_DELETED, GHOST, GOLD_ABSENT, INDEX_RULES,
                                MIXED_GENERATIONS, STALE, WARNING)
 from pipeline.corpus import Corpus
@@ -46,7 +47,8 @@ def kb_target(name: str, url: str, qdrant: Path) -> tuple[TargetConfig, object]:
     """The target "kb" over store `name`, and the team's writer of the same collection or table."""
     keys = {"doc_id": "doc_id", "model_field": "model"}
     if name == "chroma":
-        return TargetConfig(name="kb", kind="chroma", url=url, collection="team_kb", **keys), ChromaWriter(url, "team_kb")
+        return (TargetConfig(name="kb", kind="chroma", url=url, collection="team_kb", **keys),
+                ChromaWriter(url, "team_kb"))
     if name == "pgvector":
         import os
 
@@ -62,7 +64,8 @@ def history(request, started, embedder, int8, tmp_path_factory):
     """Five runs of the job with store "kb" read as a corpus. Each day the team's indexing job loads the day's new
     chunks, then the day's fault goes in through the store's client: a ghost's record (GHOST_DAY), a record's text
     edited with its vector kept (STALE_DAY), the day's new chunks embedded by ONNX int8 and stamped so (GENERATION_DAY),
-    the records of a gold document deleted (GOLD_DAY). Returns (config, the stale record's id, the int8 chunk ids)."""
+    the records of a gold document deleted (GOLD_DAY). Returns (config, the stale record's id, the int8 chunk ids,
+    the chunk ids the store holds at the end)."""
     root = tmp_path_factory.mktemp(f"health-{request.param}")
     target, writer = kb_target(request.param, started[0], root / "qdrant")
     config = Config(data_dir=root / "store", gold=SLICE / "gold.jsonl",
@@ -90,7 +93,8 @@ def history(request, started, embedder, int8, tmp_path_factory):
                          [i for i in written if i.startswith(f"{GOLD_DELETED}#")])
         run_day(config, day, embedder=embedder, notify=False)
     writer.close()
-    return config, stale_id, generation
+    held = {i for i in written if not i.startswith(f"{GOLD_DELETED}#")} | {f"{GHOST_ID}#0"}
+    return config, stale_id, generation, held
 
 
 def counts(config: Config, day: date) -> dict[str, int]:
@@ -114,7 +118,7 @@ def index_alerts(config: Config, day: date) -> dict[str, tuple[str, str]]:
 
 
 def test_each_run_has_its_rows_and_the_clean_day_names_nothing(history):
-    config, _, _ = history
+    config, _, _, _ = history
     health = store.read(config.data_dir, contract.INDEX_HEALTH)
     assert len(health) == len(DAYS) * len(contract.FINDINGS) and set(health[contract.STORE]) == {"kb"}
     first = counts(config, CLEAN)
@@ -127,7 +131,7 @@ def test_each_run_has_its_rows_and_the_clean_day_names_nothing(history):
 
 
 def test_an_injected_ghost_is_an_alert_on_its_day(history):
-    config, _, _ = history
+    config, _, _, _ = history
     found = counts(config, GHOST_DAY)
     assert found[GHOST] == 1 and examples(config, GHOST_DAY, GHOST) == GHOST_ID
     assert {f: found[f] for f in PROBLEMS if f != GHOST} == dict.fromkeys([f for f in PROBLEMS if f != GHOST], 0)
@@ -136,7 +140,7 @@ def test_an_injected_ghost_is_an_alert_on_its_day(history):
 
 
 def test_a_stale_vector_is_named_on_its_day(history):
-    config, stale_id, _ = history
+    config, stale_id, _, _ = history
     found = counts(config, STALE_DAY)
     assert found[STALE] == 1 and found[FOUND_CHANGED] == 1 and examples(config, STALE_DAY, STALE) == stale_id
     assert found[MIXED_GENERATIONS] == found[GOLD_ABSENT] == 0
@@ -145,7 +149,7 @@ def test_a_stale_vector_is_named_on_its_day(history):
 
 
 def test_a_second_embedding_generation_onnx_int8_is_named_on_its_day(history):
-    config, _, generation = history
+    config, _, generation, _ = history
     found = counts(config, GENERATION_DAY)
     assert found[MIXED_GENERATIONS] == len(generation) > 0 and found[GOLD_ABSENT] == 0
     assert counts(config, STALE_DAY)[MIXED_GENERATIONS] == 0
@@ -155,9 +159,21 @@ def test_a_second_embedding_generation_onnx_int8_is_named_on_its_day(history):
 
 
 def test_a_deleted_gold_document_is_named_on_its_day(history):
-    config, _, _ = history
+    config, _, _, _ = history
     found = counts(config, GOLD_DAY)
     assert found[GOLD_ABSENT] == 1 and examples(config, GOLD_DAY, GOLD_ABSENT) == GOLD_DELETED
     assert found[FOUND_DELETED] >= 1 and counts(config, GENERATION_DAY)[GOLD_ABSENT] == 0
     assert index_alerts(config, GOLD_DAY)[GOLD_ABSENT] == (ALERT, INDEX_RULES[GOLD_ABSENT])
     assert found[GHOST] == 1 and index_alerts(config, GOLD_DAY)[GHOST][0] == WARNING
+
+
+def test_the_store_names_its_records_by_the_chunk_ids_the_team_wrote(history):
+    """Qdrant's point ids are UUIDs: its records are read by the payload's chunk id (target key `id`), as Chroma's and
+    pgvector's are by their own ids, so that findings name chunks and `index_health.drift` can match them."""
+    config, _, _, held = history
+    opened = index_health.open_store(config, "kb")
+    try:
+        ids = [r.id for r in opened.scan(batch=7)]  # several pages
+    finally:
+        opened.close()
+    assert len(ids) == len(set(ids)) and set(ids) == held

@@ -3,7 +3,6 @@ the pgserver wheel, Qdrant local mode): the news slice gives the builtin dense p
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from datetime import date, timedelta
 from pathlib import Path

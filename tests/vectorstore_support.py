@@ -90,7 +90,7 @@ def postgres() -> Iterator[str]:
 
 @contextlib.contextmanager
 def servers(root: Path, dsn_env: str) -> Iterator[tuple[str, str]]:
-    """A Chroma server and PostgreSQL with pgvector, the dsn in the environment variable `dsn_env`; yields (url, dsn)."""
+    """A Chroma server and PostgreSQL with pgvector (its dsn in the environment variable `dsn_env`): (url, dsn)."""
     with chroma_server(root / "chroma") as url, postgres() as dsn:
         old = os.environ.get(dsn_env)
         os.environ[dsn_env] = dsn
