@@ -94,7 +94,7 @@ def test_near_copies_flagged_only_on_the_kept_rows_give_the_same_drift_rows(tmp_
     cost: all of the reference window read, and compared with the whole corpus)."""
     import numpy as np
 
-    from pipeline import drift
+    from pipeline import drift, shifts
     from pipeline.config import DriftConfig
     from pipeline.embeddings import embed_cached
 
@@ -118,9 +118,12 @@ def test_near_copies_flagged_only_on_the_kept_rows_give_the_same_drift_rows(tmp_
             sample_chunks = chunking.chunk_documents(config, documents)
             sample_vectors = vectors_of(sample_chunks)
             docs = [by_id[c.doc_id] for c in sample_chunks]
+            hashes = {s.document.id: s.content_hash for s in documents}
             return drift.Sample(sample_vectors, [d.categories[0] if d.categories else "" for d in docs],
                                 [d.source for d in docs], [d.title for d in docs],
-                                duplicate(sample_vectors, sample_chunks), documents=[c.doc_id for c in sample_chunks])
+                                duplicate(sample_vectors, sample_chunks), documents=[c.doc_id for c in sample_chunks],
+                                languages=[shifts.document_language(hashes[d.id], shifts.document_text(d.title, d.text))
+                                           for d in docs])
 
         monkeypatch.setattr(windows, "_sample", every_row)
         full = windows.drift_rows(config, corpus, embedder, day, snapshot, chunks, vectors, [])
