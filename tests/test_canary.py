@@ -14,12 +14,14 @@ from scipy import stats
 
 from bench import _streams
 from pipeline import canary, contract, store
-from pipeline.config import Config, ConfigError, TargetConfig, candidates, load_config
+from pipeline.config import Config, ConfigError, EmbedderConfig, TargetConfig, candidates, load_config
 from pipeline.chunking import chunk_documents
 from pipeline.corpus import Corpus, text_hash
+from pipeline.embeddings import Embedder
 from pipeline.gate import judge
 from pipeline.gold import load_gold
 from pipeline.job import evaluate_pipelines, evaluate_run_alerts, run_day
+from pipeline.onnxmodel import ENV_CACHE
 
 DAY = date(2026, 11, 4)
 
@@ -274,3 +276,29 @@ def test_a_builtin_candidate_with_its_own_truncation_searches_its_own_vectors(e2
         assert store.split_ids(per_q.loc[q.id, "retrieved"]) == ranked
     rows = store.read(config.data_dir, contract.CANARY)
     assert set(rows[contract.AGAINST]) == {"dense"} and (rows[contract.N_QUESTIONS] == 4).all()
+
+
+def test_a_builtin_candidate_on_the_onnx_int8_backend_runs_in_the_job(e2e_config, embedder, tmp_path, monkeypatch):
+    """dense on onnx-int8 against dense: embedded by the quantised model (its own cache key, every chunk), ranked,
+    and compared; its rankings are an exact search over the int8 vectors."""
+    monkeypatch.setenv(ENV_CACHE, str(tmp_path / "onnx-cache"))  # the export lands here (a few seconds, once)
+    config = e2e_config.replace(targets=(TargetConfig(name="dense", kind="builtin"),
+                                         TargetConfig(name="int8", kind="builtin", pipeline="dense",
+                                                      backend="onnx-int8", candidate=True)))
+    result = run_day(config, DAY, embedder=embedder)
+    assert not result.failed_targets
+    int8 = Embedder(EmbedderConfig(backend="onnx-int8"))
+    with Corpus.in_dir(config.data_dir) as corpus:
+        chunks = chunk_documents(config, corpus.snapshot(DAY))
+        cached = corpus.cached_embeddings(int8.key, [text_hash(c.text) for c in chunks])
+    assert int8.key != embedder.key and len(cached) == len(chunks)
+    gold = load_gold(config.gold)
+    scores = int8.encode([q.question for q in gold]) @ np.stack([cached[text_hash(c.text)] for c in chunks]).T
+    per_q = store.read_per_question(config.data_dir).query("pipeline == 'int8' and k == 5").set_index("question_id")
+    for q, row in zip(gold, scores):
+        ranked = list(dict.fromkeys(chunks[i].doc_id for i in np.argsort(-row, kind="stable")))[:5]
+        assert store.split_ids(per_q.loc[q.id, "retrieved"]) == ranked
+    rows = store.read(config.data_dir, contract.CANARY)
+    assert list(rows.columns) == list(contract.CANARY_COLUMNS) and len(rows) == len(canary.METRICS)
+    assert set(rows[contract.CANDIDATE]) == {"int8"} and set(rows[contract.AGAINST]) == {"dense"}
+    assert (rows[contract.N_QUESTIONS] == 4).all()
