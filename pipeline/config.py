@@ -114,11 +114,13 @@ class TargetConfig:
     against: str | None = None  # any kind, a candidate's: the target it is compared with (default: the first watched)
     truncate_dim: int | None = None  # builtin candidate: its own embedder.truncate_dim (its own vectors and index)
     backend: str | None = None  # builtin candidate: its own embedder.backend (torch, onnx or onnx-int8)
+    chunk_size: int | None = None  # builtin candidate: its own chunking.size (its own chunks, vectors and index)
+    chunk_overlap: int | None = None  # builtin candidate: its own chunking.overlap
 
 
 # The keys each kind takes besides name and kind; any other is refused.
 TARGET_KEYS = {
-    "builtin": ("pipeline", "truncate_dim", "backend"),
+    "builtin": ("pipeline", "truncate_dim", "backend", "chunk_size", "chunk_overlap"),
     "http": ("url", "body", "hits", "id", "score", "text", "headers", "timeout", "retries", "concurrency",
              "max_bytes"),
     "python": ("function", "python_path"),
@@ -129,6 +131,9 @@ TARGET_KEYS = {
 }
 # A builtin candidate's embedder settings: the next configuration, searched over the same corpus (pipeline/canary.py).
 EMBEDDER_OVERRIDES = ("truncate_dim", "backend")
+# A builtin candidate's chunking settings: its target key -> the [chunking] key it replaces for that candidate alone.
+CHUNKING_OVERRIDES = {"chunk_size": "size", "chunk_overlap": "overlap"}
+OWN_SETTINGS = (*EMBEDDER_OVERRIDES, *CHUNKING_OVERRIDES)
 # Keys every kind takes: a candidate (a shadow pipeline, pipeline/canary.py) and the target it is compared with.
 CANDIDATE_KEYS = ("candidate", "against")
 TARGET_REQUIRED = {"builtin": (), "http": ("url",), "python": ("function",), "runs": ("format", "path"),
@@ -468,7 +473,7 @@ class Config:
         if self.targets:  # absent when none, so a config from before targets keeps its hash
             # A candidate changes no watched series: adding or dropping one is not a config change.
             settings["targets"] = [{k: v for k, v in _target_settings(t).items()
-                                    if k not in (*CANDIDATE_KEYS, *EMBEDDER_OVERRIDES)}
+                                    if k not in (*CANDIDATE_KEYS, *OWN_SETTINGS)}
                                    for t in self.targets if not t.candidate]
         blob = json.dumps(settings, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -869,10 +874,18 @@ def _check_candidates(cfg: Config, bad: Callable[[str, str], ConfigError]) -> No
             raise bad(f"targets[{i}].against", "only a candidate (candidate = true) is compared against a target")
         if t.candidate and not watched:
             raise bad(f"targets[{i}].candidate", "a candidate needs a target that is not one to be compared with")
-        overrides = [k for k in EMBEDDER_OVERRIDES if getattr(t, k) is not None]
+        overrides = [k for k in OWN_SETTINGS if getattr(t, k) is not None]
         if overrides and not t.candidate:
             raise bad(f"targets[{i}].{overrides[0]}", "only a candidate (candidate = true) has its own embedder "
-                                                      "settings; the watched pipelines take [embedder]'s")
+                                                      "or chunking settings; the watched pipelines take "
+                                                      "[embedder]'s and [chunking]'s")
+        own = candidate_chunking(cfg, t)
+        if t.chunk_size is not None and own.size <= 0:
+            raise bad(f"targets[{i}].chunk_size", "must be > 0 words")
+        if overrides and not 0 <= own.overlap < own.size:
+            key = "chunk_overlap" if t.chunk_overlap is not None else "chunk_size"
+            raise bad(f"targets[{i}].{key}", f"the candidate's chunk overlap ({own.overlap}) must be >= 0 and smaller "
+                                             f"than its chunk size ({own.size})")
         if t.truncate_dim is not None and not 0 < t.truncate_dim <= MAX_TRUNCATE_DIM:
             raise bad(f"targets[{i}].truncate_dim", f"must be > 0 and <= {MAX_TRUNCATE_DIM}")
         if t.backend is not None and t.backend not in BACKENDS:
@@ -961,8 +974,15 @@ def candidates(cfg: Config) -> dict[str, str]:
 
 
 def own_embedder(target: TargetConfig) -> bool:
-    """A builtin candidate with embedder settings of its own: searched over its own vectors, not the run's index."""
-    return target.kind == "builtin" and any(getattr(target, k) is not None for k in EMBEDDER_OVERRIDES)
+    """A builtin candidate with embedder or chunking settings of its own: searched over its own vectors, not the
+    run's index."""
+    return target.kind == "builtin" and any(getattr(target, k) is not None for k in OWN_SETTINGS)
+
+
+def candidate_chunking(cfg: Config, target: TargetConfig) -> ChunkingConfig:
+    """The chunking a target's corpus is split with: [chunking]'s, with a candidate's `chunk_size`/`chunk_overlap`."""
+    return dataclasses.replace(cfg.chunking, **{key: getattr(target, name) for name, key in CHUNKING_OVERRIDES.items()
+                                                if getattr(target, name) is not None})
 
 
 def builtin_pipelines(cfg: Config) -> tuple[str, ...]:

@@ -25,8 +25,8 @@ from pipeline.alerts import Alert, alerts_frame, evaluate_alerts, plural
 from pipeline.notify import deliver, enqueue
 from pipeline.chunking import Chunk, chunk_document, chunk_id, chunk_settings
 from pipeline.windows import drift_table, window_verdicts
-from pipeline.config import (EMBEDDER_OVERRIDES, Config, TargetConfig, builtin_pipelines, candidates, own_embedder,
-                             require_sources, target_list)
+from pipeline.config import (EMBEDDER_OVERRIDES, Config, TargetConfig, builtin_pipelines, candidate_chunking,
+                             candidates, own_embedder, require_sources, target_list)
 from pipeline.corpus import CORPUS_FILE, Corpus
 from pipeline.corpus import check_file as check_corpus
 from pipeline.embeddings import Embedded, Embedder, EmbedderError, EmbeddingStopped, embed_cached, locate_model
@@ -349,14 +349,17 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question:
 
 def own_index_outcome(config: Config, target: TargetConfig, corpus: Corpus, run_date: date,
                       gold: Sequence[GoldQuestion], deadline: Deadline) -> Outcome:
-    """A builtin candidate's rankings with its own embedder settings (`config.EMBEDDER_OVERRIDES`): the corpus's
-    chunks embedded by it (through the embedding cache, keyed by its own model key: only new text is encoded) and
-    searched by an index built in memory for the run; a deadline that stops its embedding fails it for the day."""
+    """A builtin candidate's rankings with its own embedder and chunking settings (`config.OWN_SETTINGS`): the
+    corpus's chunks (split its way, the splits cached under its settings) embedded by it (through the embedding
+    cache, keyed by its own model key: only new text is encoded) and searched by an index built in memory for the
+    run; a deadline that stops its embedding fails it for the day."""
     t0 = time.perf_counter()
     embedder = Embedder(dataclasses.replace(config.embedder, **{k: getattr(target, k) for k in EMBEDDER_OVERRIDES
                                                                  if getattr(target, k) is not None}))
     pipeline = target.pipeline or target.name
-    _, chunks, _ = corpus_chunks(config, corpus, run_date, {})
+    own = config.replace(chunking=candidate_chunking(config, target),
+                         retrieval=dataclasses.replace(config.retrieval, pipelines=(pipeline,)))
+    _, chunks, _ = corpus_chunks(own, corpus, run_date, {})  # its own chunking: cached under its own settings
     try:
         vectors = embed_cached(corpus, embedder, [c.text for c in chunks], stop=deadline.passed).vectors
     except EmbeddingStopped as stopped:
@@ -366,7 +369,6 @@ def own_index_outcome(config: Config, target: TargetConfig, corpus: Corpus, run_
     except EmbedderError as exc:  # its model or backend cannot be had: the candidate fails, the run goes on
         return Outcome(target.name, target.kind, None, round(time.perf_counter() - t0, 3), str(exc))
     questions = [q.question for q in gold]
-    own = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=(pipeline,)))
     reranker = Reranker(config.rerank, config.embedder.device) if pipeline == "hybrid_rerank" else None
     rankings = Retriever(chunks, vectors, own, reranker).search(pipeline, questions,
                                                                 embed_cached(corpus, embedder, questions).vectors)

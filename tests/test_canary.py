@@ -4,6 +4,7 @@ the daily job with the right differences, a candidate that never pages nor gates
 from __future__ import annotations
 
 import math
+import shutil
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
@@ -14,8 +15,9 @@ from scipy import stats
 
 from bench import _streams
 from pipeline import canary, contract, store
-from pipeline.config import Config, ConfigError, EmbedderConfig, TargetConfig, candidates, load_config
-from pipeline.chunking import chunk_documents
+from pipeline.config import (Config, ConfigError, DriftConfig, EmbedderConfig, SourceConfig, TargetConfig,
+                             candidate_chunking, candidates, load_config)
+from pipeline.chunking import chunk_documents, chunk_settings
 from pipeline.corpus import Corpus, text_hash
 from pipeline.embeddings import Embedder
 from pipeline.gate import judge
@@ -106,7 +108,17 @@ TABLES = ('[[targets]]\nname = "hybrid"\nkind = "builtin"\n'
     ('[[targets]]\nname = "c"\nkind = "builtin"\npipeline = "dense"\nagainst = "bm25"\n',
      "targets[2].against: only a candidate"),
     ('[[targets]]\nname = "c"\nkind = "builtin"\npipeline = "dense"\ntruncate_dim = 64\n',
-     "targets[2].truncate_dim: only a candidate (candidate = true) has its own embedder settings"),
+     "targets[2].truncate_dim: only a candidate (candidate = true) has its own embedder or chunking settings"),
+    ('[[targets]]\nname = "c"\nkind = "builtin"\npipeline = "dense"\nchunk_size = 64\n',
+     "targets[2].chunk_size: only a candidate (candidate = true) has its own embedder or chunking settings"),
+    ('[[targets]]\nname = "c"\nkind = "builtin"\npipeline = "dense"\ncandidate = true\nchunk_size = 0\n',
+     "targets[2].chunk_size: must be > 0 words"),
+    ('[[targets]]\nname = "c"\nkind = "builtin"\npipeline = "dense"\ncandidate = true\nchunk_size = 16\n',
+     "targets[2].chunk_size: the candidate's chunk overlap (32) must be >= 0 and smaller than its chunk size (16)"),
+    ('[[targets]]\nname = "c"\nkind = "builtin"\npipeline = "dense"\ncandidate = true\nchunk_overlap = 128\n',
+     "targets[2].chunk_overlap: the candidate's chunk overlap (128) must be >= 0 and smaller than its chunk size"),
+    ('[[targets]]\nname = "c"\nkind = "http"\nurl = "http://127.0.0.1:1/s"\ncandidate = true\nchunk_size = 64\n',
+     "unknown key targets[2] (c).chunk_size for kind 'http'"),
     ('[[targets]]\nname = "c"\nkind = "builtin"\npipeline = "dense"\ncandidate = true\nbackend = "tpu"\n',
      "targets[2].backend: must be one of torch, onnx, onnx-int8"),
     ('[[targets]]\nname = "c"\nkind = "python"\nfunction = "m:f"\ncandidate = true\ntruncate_dim = 64\n',
@@ -302,3 +314,43 @@ def test_a_builtin_candidate_on_the_onnx_int8_backend_runs_in_the_job(e2e_config
     assert list(rows.columns) == list(contract.CANARY_COLUMNS) and len(rows) == len(canary.METRICS)
     assert set(rows[contract.CANDIDATE]) == {"int8"} and set(rows[contract.AGAINST]) == {"dense"}
     assert (rows[contract.N_QUESTIONS] == 4).all()
+
+
+SLICE = Path(__file__).parent / "data" / "news-slice"
+
+
+def test_a_builtin_candidate_with_its_own_chunking_searches_its_own_chunks(tmp_path, embedder):
+    """dense over 16-word chunks (overlap 4) against dense over [chunking]'s 128 words, on five days of real news:
+    its chunks are the corpus split its way (cached under its settings, apart from the run's), and its top 5 are
+    those of an exact search over them, collapsed to documents."""
+    daily = tmp_path / "daily"
+    daily.mkdir()
+    for path in sorted((SLICE / "daily").iterdir())[:5]:  # 2025-09-10 .. 14: every gold item is in
+        shutil.copy(path, daily / path.name)
+    day = date(2025, 9, 14)
+    config = Config(data_dir=tmp_path / "store", gold=SLICE / "gold.jsonl", sources=(SourceConfig("news", path=daily),),
+                    drift=DriftConfig(permutations=99, page_permutations=99),
+                    targets=(TargetConfig(name="dense", kind="builtin"),
+                             TargetConfig(name="dense16", kind="builtin", pipeline="dense", chunk_size=16,
+                                          chunk_overlap=4, candidate=True)))
+    own = config.replace(chunking=candidate_chunking(config, config.targets[1]))
+    assert (own.chunking.size, own.chunking.overlap) == (16, 4)
+    result = run_day(config, day, embedder=embedder, notify=False)
+    assert not result.failed_targets
+    with Corpus.in_dir(config.data_dir) as corpus:
+        snapshot = corpus.snapshot(day)
+        chunks, run_chunks = chunk_documents(own, snapshot), chunk_documents(config, snapshot)
+        for settings, expected in ((chunk_settings(own), chunks), (chunk_settings(config), run_chunks)):
+            cached = [t for *_, texts in corpus.snapshot_chunks(day, settings) for t in texts.split("\n")]
+            assert cached == [c.text for c in expected]
+    assert len(chunks) > 2 * len(run_chunks)  # the news items are split: a different corpus of chunks
+
+    gold = load_gold(config.gold)
+    scores = embedder.encode([q.question for q in gold]) @ embedder.encode([c.text for c in chunks]).T
+    per_q = store.read_per_question(config.data_dir).query("pipeline == 'dense16' and k == 5").set_index("question_id")
+    for q, row in zip(gold, scores):
+        ranked = list(dict.fromkeys(chunks[i].doc_id for i in np.argsort(-row, kind="stable")))[:5]
+        assert store.split_ids(per_q.loc[q.id, "retrieved"]) == ranked
+    rows = store.read(config.data_dir, contract.CANARY)
+    assert list(rows.columns) == list(contract.CANARY_COLUMNS) and len(rows) == len(canary.METRICS)
+    assert set(rows[contract.AGAINST]) == {"dense"} and (rows[contract.N_QUESTIONS] == len(gold)).all()
