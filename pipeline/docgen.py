@@ -80,6 +80,9 @@ TABLE_NOTES: dict[str, dict[str, str]] = {
         "truncate_dim": ("a candidate's own `embedder.truncate_dim`: its own vectors (cached) and index over the same "
                          "corpus"),
         "backend": "a candidate's own `embedder.backend` (torch, onnx or onnx-int8): its own vectors and index",
+        "chunk_size": ("a candidate's own `chunking.size` (words): the corpus split its way (cached), its own vectors "
+                       "and index"),
+        "chunk_overlap": "a candidate's own `chunking.overlap` (words; smaller than its chunk size)",
         "candidate": ("true: a shadow pipeline, evaluated every run and compared with `against` in canary.csv; "
                       "it never pages, gates or notifies"),
         "against": "a candidate's: the target it is compared with (default: the first target that is not a candidate)",
