@@ -320,7 +320,7 @@ SLICE = Path(__file__).parent / "data" / "news-slice"
 
 
 def test_a_builtin_candidate_with_its_own_chunking_searches_its_own_chunks(tmp_path, embedder):
-    """dense over 16-word chunks (overlap 4) against dense over [chunking]'s 128 words, on five days of real news:
+    """dense over 32-word chunks (overlap 8) against dense over [chunking]'s 128 words, on five days of real news:
     its chunks are the corpus split its way (cached under its settings, apart from the run's), and its top 5 are
     those of an exact search over them, collapsed to documents."""
     daily = tmp_path / "daily"
@@ -331,10 +331,10 @@ def test_a_builtin_candidate_with_its_own_chunking_searches_its_own_chunks(tmp_p
     config = Config(data_dir=tmp_path / "store", gold=SLICE / "gold.jsonl", sources=(SourceConfig("news", path=daily),),
                     drift=DriftConfig(permutations=99, page_permutations=99),
                     targets=(TargetConfig(name="dense", kind="builtin"),
-                             TargetConfig(name="dense16", kind="builtin", pipeline="dense", chunk_size=16,
-                                          chunk_overlap=4, candidate=True)))
+                             TargetConfig(name="dense16", kind="builtin", pipeline="dense", chunk_size=32,
+                                          chunk_overlap=8, candidate=True)))
     own = config.replace(chunking=candidate_chunking(config, config.targets[1]))
-    assert (own.chunking.size, own.chunking.overlap) == (16, 4)
+    assert (own.chunking.size, own.chunking.overlap) == (32, 8)
     result = run_day(config, day, embedder=embedder, notify=False)
     assert not result.failed_targets
     with Corpus.in_dir(config.data_dir) as corpus:
@@ -343,10 +343,13 @@ def test_a_builtin_candidate_with_its_own_chunking_searches_its_own_chunks(tmp_p
         for settings, expected in ((chunk_settings(own), chunks), (chunk_settings(config), run_chunks)):
             cached = [t for *_, texts in corpus.snapshot_chunks(day, settings) for t in texts.split("\n")]
             assert cached == [c.text for c in expected]
+        vectors = corpus.cached_embeddings(embedder.key, [text_hash(c.text) for c in chunks])  # the model's own
     assert len(chunks) > 2 * len(run_chunks)  # the news items are split: a different corpus of chunks
 
     gold = load_gold(config.gold)
-    scores = embedder.encode([q.question for q in gold]) @ embedder.encode([c.text for c in chunks]).T
+    matrix = np.stack([vectors[text_hash(c.text)] for c in chunks])
+    np.testing.assert_allclose(matrix[:3], embedder.encode([c.text for c in chunks[:3]]), atol=1e-5)
+    scores = embedder.encode([q.question for q in gold]) @ matrix.T
     per_q = store.read_per_question(config.data_dir).query("pipeline == 'dense16' and k == 5").set_index("question_id")
     for q, row in zip(gold, scores):
         ranked = list(dict.fromkeys(chunks[i].doc_id for i in np.argsort(-row, kind="stable")))[:5]
