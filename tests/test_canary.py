@@ -265,6 +265,19 @@ def test_a_candidate_whose_per_question_series_collapses_gets_no_drop_alert(tmp_
     assert not [rule for rule, pipeline in fired(shadow) if pipeline == "dense"]
 
 
+def assert_exact_top5(config, name: str, gold, chunks, scores: np.ndarray) -> None:
+    """The target's top 5 per question are those of the exact search `scores` (questions x chunks), collapsed to
+    documents; canary.csv has its row of every metric against dense over every question."""
+    per_q = store.read_per_question(config.data_dir).query(f"pipeline == '{name}' and k == 5").set_index("question_id")
+    for q, row in zip(gold, scores):
+        ranked = list(dict.fromkeys(chunks[i].doc_id for i in np.argsort(-row, kind="stable")))[:5]
+        assert store.split_ids(per_q.loc[q.id, "retrieved"]) == ranked
+    rows = store.read(config.data_dir, contract.CANARY)
+    assert list(rows.columns) == list(contract.CANARY_COLUMNS) and len(rows) == len(canary.METRICS)
+    assert set(rows[contract.CANDIDATE]) == {name} and set(rows[contract.AGAINST]) == {"dense"}
+    assert (rows[contract.N_QUESTIONS] == len(gold)).all()
+
+
 def test_a_builtin_candidate_with_its_own_truncation_searches_its_own_vectors(e2e_config, embedder):
     """dense with truncate_dim = 64 against dense: its top 5 are those of an exact search over the full vectors cut
     to 64 dimensions and normalised again (what the truncating model gives), collapsed to documents."""
@@ -282,12 +295,7 @@ def test_a_builtin_candidate_with_its_own_truncation_searches_its_own_vectors(e2
         return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
     gold = load_gold(config.gold)
     scores = cut(embedder.encode([q.question for q in gold])) @ cut(embedder.encode([c.text for c in chunks])).T
-    per_q = store.read_per_question(config.data_dir).query("pipeline == 'dense64' and k == 5").set_index("question_id")
-    for q, row in zip(gold, scores):
-        ranked = list(dict.fromkeys(chunks[i].doc_id for i in np.argsort(-row, kind="stable")))[:5]
-        assert store.split_ids(per_q.loc[q.id, "retrieved"]) == ranked
-    rows = store.read(config.data_dir, contract.CANARY)
-    assert set(rows[contract.AGAINST]) == {"dense"} and (rows[contract.N_QUESTIONS] == 4).all()
+    assert_exact_top5(config, "dense64", gold, chunks, scores)
 
 
 def test_a_builtin_candidate_on_the_onnx_int8_backend_runs_in_the_job(e2e_config, embedder, tmp_path, monkeypatch):
@@ -306,14 +314,7 @@ def test_a_builtin_candidate_on_the_onnx_int8_backend_runs_in_the_job(e2e_config
     assert int8.key != embedder.key and len(cached) == len(chunks)
     gold = load_gold(config.gold)
     scores = int8.encode([q.question for q in gold]) @ np.stack([cached[text_hash(c.text)] for c in chunks]).T
-    per_q = store.read_per_question(config.data_dir).query("pipeline == 'int8' and k == 5").set_index("question_id")
-    for q, row in zip(gold, scores):
-        ranked = list(dict.fromkeys(chunks[i].doc_id for i in np.argsort(-row, kind="stable")))[:5]
-        assert store.split_ids(per_q.loc[q.id, "retrieved"]) == ranked
-    rows = store.read(config.data_dir, contract.CANARY)
-    assert list(rows.columns) == list(contract.CANARY_COLUMNS) and len(rows) == len(canary.METRICS)
-    assert set(rows[contract.CANDIDATE]) == {"int8"} and set(rows[contract.AGAINST]) == {"dense"}
-    assert (rows[contract.N_QUESTIONS] == 4).all()
+    assert_exact_top5(config, "int8", gold, chunks, scores)
 
 
 SLICE = Path(__file__).parent / "data" / "news-slice"
@@ -331,7 +332,7 @@ def test_a_builtin_candidate_with_its_own_chunking_searches_its_own_chunks(tmp_p
     config = Config(data_dir=tmp_path / "store", gold=SLICE / "gold.jsonl", sources=(SourceConfig("news", path=daily),),
                     drift=DriftConfig(permutations=99, page_permutations=99),
                     targets=(TargetConfig(name="dense", kind="builtin"),
-                             TargetConfig(name="dense16", kind="builtin", pipeline="dense", chunk_size=32,
+                             TargetConfig(name="dense32", kind="builtin", pipeline="dense", chunk_size=32,
                                           chunk_overlap=8, candidate=True)))
     own = config.replace(chunking=candidate_chunking(config, config.targets[1]))
     assert (own.chunking.size, own.chunking.overlap) == (32, 8)
@@ -350,10 +351,4 @@ def test_a_builtin_candidate_with_its_own_chunking_searches_its_own_chunks(tmp_p
     matrix = np.stack([vectors[text_hash(c.text)] for c in chunks])
     np.testing.assert_allclose(matrix[:3], embedder.encode([c.text for c in chunks[:3]]), atol=1e-5)
     scores = embedder.encode([q.question for q in gold]) @ matrix.T
-    per_q = store.read_per_question(config.data_dir).query("pipeline == 'dense16' and k == 5").set_index("question_id")
-    for q, row in zip(gold, scores):
-        ranked = list(dict.fromkeys(chunks[i].doc_id for i in np.argsort(-row, kind="stable")))[:5]
-        assert store.split_ids(per_q.loc[q.id, "retrieved"]) == ranked
-    rows = store.read(config.data_dir, contract.CANARY)
-    assert list(rows.columns) == list(contract.CANARY_COLUMNS) and len(rows) == len(canary.METRICS)
-    assert set(rows[contract.AGAINST]) == {"dense"} and (rows[contract.N_QUESTIONS] == len(gold)).all()
+    assert_exact_top5(config, "dense32", gold, chunks, scores)
