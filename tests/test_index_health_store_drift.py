@@ -1,6 +1,6 @@
-"""`index_health.drift` over REAL stores (Qdrant local mode; PostgreSQL with pgvector) loaded by the team's indexing job: the drift rows equal
-those of driftwatch's own embedding when the store holds the run's vectors, move when its vectors do, and a store
-lacking one chunk's record makes that run fall back to driftwatch's embedding and say why."""
+"""`index_health.drift` over REAL stores (Qdrant local mode; PostgreSQL with pgvector) loaded by the team's indexing
+job: the drift rows equal those of driftwatch's own embedding when the store holds the run's vectors, move when its
+vectors do, and a store lacking one chunk's record makes that run fall back to driftwatch's embedding and say why."""
 
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ def variant_config(root: Path, variant: str) -> Config:
     return Config(data_dir=root / variant, gold=SLICE / "gold.jsonl",
                   sources=(SourceConfig(name="news", path=SLICE / "daily"),),
                   retrieval=RetrievalConfig(pipelines=("dense",), k=(5,), candidate_depth=10), targets=(target,),
-                  index_health=IndexHealthConfig(stores=("kb",), sample=0, drift=variant != "usual"),  # findings: not tested
+                  # sample=0: the index-health findings are not under test here (their re-embedding is the cost)
+                  index_health=IndexHealthConfig(stores=("kb",), sample=0, drift=variant != "usual"),
                   drift=DriftConfig(min_current=10, min_reference=20, permutations=99, page_permutations=199,
                                     evidently=False))
 
