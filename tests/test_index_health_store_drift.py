@@ -69,8 +69,9 @@ def dsn():
 def runs(embedder, dsn, tmp_path_factory):
     """Eight days, four jobs: each day the team's indexing job loads three stores (Qdrant with the run's vectors; the
     same but noisy from MOVED_FROM; a pgvector table with the run's vectors), then the job runs without and over each.
-    Then one chunk's record is deleted from the first store and the "served" job re-runs the last day. Returns (configs by variant, {variant: drift rows},
-    {variant: {day: events}}, (the deleted chunk id, the re-run's drift rows, its events))."""
+    Then one chunk's record is deleted from the first store and the "served" job re-runs the last day. Returns
+    (configs by variant, {variant: drift rows}, {variant: {day: events}}, (the deleted chunk id, the re-run's drift
+    rows, its events))."""
     root = tmp_path_factory.mktemp("store-drift")
     configs = {v: variant_config(root, v) for v in VARIANTS}
     clean, moved = QdrantWriter(root / "qdrant", "team_kb"), MovedWriter(root / "qdrant-moved", "team_kb")
