@@ -26,6 +26,7 @@ from pipeline.contract import (ALERT, COUNT, EXAMPLES, FINDING, FOUND_ADDED, FOU
 from pipeline.chunking import Chunk
 from pipeline.embeddings import Embedder, normalize
 from pipeline.errors import DriftwatchError
+from pipeline.targets import config_base, store_embedder
 from pipeline.vectorstores import StoredVector, VectorStore
 
 SNAPSHOT_FILE = "index_snapshots.sqlite"  # in the data directory: each store's records per run date
@@ -336,7 +337,6 @@ def index_alerts(day: str, today: pd.Timestamp, health: pd.DataFrame) -> list[Al
 def open_store(config: Config, name: str) -> VectorStore:
     """The vector store of the [[targets]] table `name` (one of `index_health.stores`), opened read-only."""
     from pipeline import vectorstores
-    from pipeline.targets import config_base
 
     return vectorstores.open_store(next(t for t in config.targets if t.name == name), config_base(config))
 
@@ -351,9 +351,11 @@ def run_stores(config: Config, run_date: date, present: set[str] | None, gold: I
     for name in config.index_health.stores:
         try:
             opened = open_store(config, name)
-            try:
+            target = next(t for t in config.targets if t.name == name)
+            try:  # the sample is re-embedded with the collection's own model, as its gold questions are
                 health = check(opened.scan(), name=name, run_date=run_date, data_dir=config.data_dir,
-                               present=present, gold=gold, embedder=embedder, settings=config.index_health)
+                               present=present, gold=gold, settings=config.index_health,
+                               embedder=store_embedder(target, config.embedder, embedder))
             finally:
                 opened.close()
         except (DriftwatchError, OSError) as exc:

@@ -235,6 +235,18 @@ def query_embedder(config: EmbedderConfig) -> Embedder:
     return Embedder(config)
 
 
+def store_embedder_config(target: TargetConfig, run: EmbedderConfig) -> EmbedderConfig:
+    """The embedder settings of a store's collection: the run's (device, batch size) with the store's `model`."""
+    return dataclasses.replace(run, model=target.model, backend="torch", truncate_dim=None, engine="local")
+
+
+def store_embedder(target: TargetConfig, run_config: EmbedderConfig, run: Embedder | None) -> Embedder:
+    """The Embedder of a store's collection: the run's loaded one when it computes the same vectors, else one
+    loaded once for the process."""
+    config = store_embedder_config(target, run_config)
+    return run if run is not None and run.config == config else query_embedder(config)
+
+
 class VectorStoreTarget(Target):
     """The team's vector store (chroma, pgvector, qdrant; pipeline/vectorstores.py), read only: the gold questions
     embedded with the collection's model (L2-normalised, as the builtin dense pipeline's), each searched for its
@@ -246,8 +258,7 @@ class VectorStoreTarget(Target):
         """`embedder`: the run's settings (device, batch size), with the store's model; `run`: the run's loaded
         Embedder, used when it computes the same vectors."""
         super().__init__(config)
-        self.embedder = dataclasses.replace(embedder, model=config.model, backend="torch", truncate_dim=None,
-                                            engine="local")
+        self.embedder = store_embedder_config(config, embedder)
         self.base = base
         self._run = run if run is not None and run.config == self.embedder else None
 

@@ -397,3 +397,24 @@ def test_a_run_with_drift_on_the_store_reads_its_vectors_or_says_why_not(history
         team.noise = 0.0
     assert "not on store 'kb''s vectors: the store's vectors have 2 dimensions" in events
     np.testing.assert_allclose(mixed, drift_values(small, GENERATION_DAY)[0])
+
+
+def test_the_sample_is_re_embedded_with_the_collections_own_model(tmp_path, monkeypatch):
+    """A store built with another model than [embedder]'s: its sample is re-embedded with the store's `model` (with
+    the run's, every sampled vector would read as stale), as its gold questions are; the same model reuses the run's."""
+    from types import SimpleNamespace
+
+    from pipeline import targets
+    from pipeline.config import EmbedderConfig
+
+    seen = []
+    monkeypatch.setattr(index_health, "open_store", lambda config, name: ListStore(name, []))
+    monkeypatch.setattr(index_health, "check", lambda records, **kw: seen.append(kw["embedder"]) or
+                        SimpleNamespace(rows=lambda: []))
+    monkeypatch.setattr(targets, "query_embedder", lambda config: SimpleNamespace(config=config))
+    run = SimpleNamespace(config=EmbedderConfig())
+    for model in ("team/other-model", EmbedderConfig().model):
+        config = Config(data_dir=tmp_path, gold=tmp_path / "gold.jsonl", index_health=IndexHealthConfig(stores=("kb",)),
+                        targets=(TargetConfig("kb", "qdrant", path=tmp_path, collection="c", model=model),))
+        index_health.run_stores(config, START, None, [], run)
+    assert seen[0].config.model == "team/other-model" and seen[1] is run
