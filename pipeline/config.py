@@ -431,6 +431,27 @@ class IndexHealthConfig:
     drift: bool = False
 
 
+@dataclass(frozen=True)
+class JudgingConfig:
+    """The judging loop (pipeline/judging/): the pool of unjudged documents each run, shadows of gold documents,
+    the LLM pre-label and drafted questions. The pool and the shadow warning need no endpoint."""
+
+    pool: bool = True  # record the pool (pool.csv) and warn of shadows each run
+    pool_depth: int | None = None  # the top k each target's unjudged documents are pooled from (default: default_k)
+    # A document is a shadow of a gold document when their texts are near copies (word 3-shingle Jaccard at least
+    # shadow_similarity) and differ; calibrated by bench/judging_pool.py.
+    shadow_similarity: float = 0.5
+    # The LLM pre-label and suggest-questions: an OpenAI-compatible endpoint (default: [generation]'s base_url and
+    # api_key_env). The model must not be one a monitored pipeline uses (the generator, a target's model).
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    timeout: float = 60.0  # wall-clock seconds per call
+    max_calls: int = 500  # per command
+    # suggest-questions: a drafted question closer than this cosine to a gold question is a duplicate
+    duplicate_cosine: float = 0.9
+
+
 # The package each exporter needs, and the pip extra that installs it.
 EXPORT_PACKAGES = {"mlflow": "mlflow", "prometheus": "prometheus_client", "whylogs": "whylogs",
                    "evidently": "evidently"}
@@ -456,6 +477,7 @@ class Config:
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     run: RunConfig = field(default_factory=RunConfig)
     index_health: IndexHealthConfig = field(default_factory=IndexHealthConfig)
+    judging: JudgingConfig = field(default_factory=JudgingConfig)
     file: Path | None = None  # where it was read from (not a setting)
 
     def config_hash(self) -> str:
@@ -704,6 +726,7 @@ def _check(cfg: Config, src: str) -> None:
         raise bad("alerts.spike_alpha", "must be within (0, 1), e.g. 0.01")
     _check_targets(cfg, bad)
     _check_index_health(cfg, bad)
+    _check_judging(cfg, bad)
     _check_exports(cfg.export, bad)
     _check_generation(cfg, bad)
     names = [s.name for s in cfg.sources]
@@ -913,6 +936,21 @@ def _check_index_health(cfg: Config, bad: Callable[[str, str], ConfigError]) -> 
         raise bad("index_health.sample", "must be >= 0 records")
     if not 0 < h.stale_cosine < h.generation_cosine <= 1:
         raise bad("index_health.stale_cosine", "need 0 < stale_cosine < generation_cosine <= 1")
+
+
+def _check_judging(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
+    j = cfg.judging
+    if j.pool_depth is not None and not 1 <= j.pool_depth <= max(cfg.retrieval.k):
+        raise bad("judging.pool_depth", f"must be between 1 and the largest retrieval.k ({max(cfg.retrieval.k)}), "
+                                        f"got {j.pool_depth}")
+    if not 0 < j.shadow_similarity < 1:
+        raise bad("judging.shadow_similarity", "must be within (0, 1), e.g. 0.5")
+    if j.base_url is not None and not _is_http(j.base_url):
+        raise bad("judging.base_url", "must be an http(s) URL")
+    if j.timeout <= 0 or j.max_calls < 1:
+        raise bad("judging.timeout", "timeout must be > 0 seconds and max_calls >= 1")
+    if not 0 < j.duplicate_cosine <= 1:
+        raise bad("judging.duplicate_cosine", "must be within (0, 1]")
 
 
 def _check_generation(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:

@@ -230,3 +230,46 @@ INDEX_MIXED_GENERATIONS, INDEX_GOLD_MISSING = "index_mixed_generations", "index_
 INDEX_RULES = {GHOST: INDEX_GHOST, STALE: INDEX_STALE, MIXED_GENERATIONS: INDEX_MIXED_GENERATIONS,
                GOLD_ABSENT: INDEX_GOLD_MISSING}
 RULES = (*RULES, *INDEX_RULES.values())
+
+# --- the judging loop (pipeline/judging/): the pool, the judgments ledger, the maintained qrels --------------------
+
+# The pool: per run, the unjudged documents in any target's top `[judging] pool_depth`, with why each is there. One row
+# per run, question, document and reason; `pipeline` lists the targets that ranked it (space separated), `rank` is its
+# best rank among them (1-based; 0 for a gold document that left the corpus); `gold_doc_id` names the gold document the
+# reason concerns (outranked, shadowed, changed, deleted); `content_hash` is the document's text hash on the run date
+# (empty for a deleted one): a judgment holds for that text only; `detail` is the shadow's differing sentences.
+POOL = "pool.csv"
+POOL_COLUMNS = ("run_date", "question_id", "doc_id", "reason", "pipeline", "rank", "gold_doc_id", "content_hash",
+                "detail")
+SCHEMAS[POOL] = POOL_COLUMNS
+DOC_ID, REASON, RANK, GOLD_DOC_ID, CONTENT_HASH, DETAIL = (
+    "doc_id", "reason", "rank", "gold_doc_id", "content_hash", "detail")
+TEXT_COLUMNS = TEXT_COLUMNS | {DOC_ID, REASON, GOLD_DOC_ID, CONTENT_HASH}
+INT_COLUMNS = INT_COLUMNS | {RANK}
+# `reason`: why a document is in the pool.
+NEW_IN_TOP_K = "new_in_top_k"  # unjudged, and not in the question's top pool_depth on the previous run
+OUTRANKS_GOLD = "outranks_gold"  # unjudged, and ranked above a gold document of the question
+SHADOW = "shadow"  # a near copy of a gold document whose text differs from it (a changed fact)
+GOLD_CHANGED = "gold_changed"  # the gold document's own text changed since it was judged (or since the first run)
+GOLD_DELETED = "gold_deleted"  # the gold document left the corpus
+POOL_REASONS = (NEW_IN_TOP_K, OUTRANKS_GOLD, SHADOW, GOLD_CHANGED, GOLD_DELETED)
+# The warning of a shadow that outranks its gold document on the run (alerts.csv `rule`; `pipeline` the target).
+GOLD_SHADOWED = "gold_shadowed"
+RULES = (*RULES, GOLD_SHADOWED)
+
+# The judgments ledger: append-only JSONL in the data directory, one judgment a line (pipeline/judging/ledger.py).
+JUDGMENTS = "judgments.jsonl"
+JUDGMENT_KEYS = ("question_id", "doc_id", "grade", "judge", "time", "content_hash")
+JUDGMENT_GRADES = (0, 1, 2)  # as the gold set grades: 0 not relevant, 1 relevant, 2 highly relevant
+LLM_JUDGE_PREFIX = "llm:"  # judge "llm:<model>": a suggestion, never counted as a human judgment
+# Drafted questions for new documents (pipeline/judging/questions.py): append-only JSONL, the latest line of an id wins;
+# `provenance` generated (drafted, not reviewed), reviewed (accepted in review), rejected, or human (written by a
+# person). Accepted questions (reviewed or human) join the maintained qrels from the day they are accepted: the run
+# searches them with the gold set and writes their rows to added_per_question.csv (per_question.csv's columns), so the
+# frozen per_question.csv and its series never change.
+QUESTIONS = "questions.jsonl"
+PROVENANCE_GENERATED, PROVENANCE_REVIEWED, PROVENANCE_REJECTED, PROVENANCE_HUMAN = (
+    "generated", "reviewed", "rejected", "human")
+PROVENANCES = (PROVENANCE_GENERATED, PROVENANCE_REVIEWED, PROVENANCE_REJECTED, PROVENANCE_HUMAN)
+ADDED_PER_QUESTION = "added_per_question.csv"
+SCHEMAS[ADDED_PER_QUESTION] = PER_QUESTION_COLUMNS

@@ -123,6 +123,7 @@ SEE = {
     "generation": ("answers.md", "Answers"),
     "run": _DAILY_JOB,
     "index_health": ("targets.md#a-store-as-a-corpus-index-health", "A store as a corpus: index health"),
+    "judging": ("judging.md", "Keeping the gold set current"),
 }
 
 HEADER = f"""# Configuration reference

@@ -179,6 +179,17 @@ NOTES: dict[str, dict[str, str]] = {
         "generation_cosine": "between stale_cosine and this: another generation of the model (ONNX int8)",
         "drift": "the drift statistics read the store's own vectors (one store; ids: chunk ids or document ids)",
     },
+    "judging": {
+        "pool": "record each run's unjudged documents in any target's top k (pool.csv) and warn of shadows",
+        "pool_depth": "the top k the pool is drawn from (default: default_k)",
+        "shadow_similarity": "word 3-shingle Jaccard at which a differing document is a near copy of a gold one",
+        "base_url": "OpenAI-compatible endpoint for the pre-label and suggest-questions (default: [generation]'s)",
+        "model": "the judging model; never one a monitored pipeline uses",
+        "api_key_env": "NAME of the environment variable holding the key (default: [generation]'s)",
+        "timeout": "wall-clock seconds per call",
+        "max_calls": "calls per command",
+        "duplicate_cosine": "a drafted question this close to a gold question is a duplicate",
+    },
 }
 
 # What a commented-out key shows where its default is "none" (it cannot be written in TOML), or is computed.
@@ -202,6 +213,10 @@ EXAMPLES = {
     ("generation", "pipeline"): "hybrid",
     ("generation", "judge"): True,
     ("generation", "judge_model"): "llama-3.1-70b-instruct",
+    ("judging", "pool_depth"): 5,
+    ("judging", "base_url"): "http://localhost:8000/v1",
+    ("judging", "model"): "qwen2.5-72b-instruct",
+    ("judging", "api_key_env"): "OPENAI_API_KEY",
     ("generation", "require_citations"): True,
 }
 COMMENTED = {("fetch", "user_agent")}  # its default names the running version: an upgrade should bring the new one
