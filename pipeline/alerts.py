@@ -26,6 +26,7 @@ from pipeline.contract import (ALERT, CONFIG_CHANGE, CORPUS_METRIC, CORPUS_WIDE,
 from pipeline.contract import SOURCE_SILENT, SOURCE_SPIKE
 from pipeline.contract import SEGMENT_DROP, SEGMENT_RULES, SEGMENT_SLOW_DRIFT
 from pipeline.contract import INDEX_GHOST, INDEX_GOLD_MISSING, INDEX_MIXED_GENERATIONS, INDEX_STALE
+from pipeline.contract import GOLD_SHADOWED
 from pipeline.drift import threshold_phrase, value_line
 from pipeline.source_health import silent_sources, volume_spikes
 from pipeline.metrics import ANSWER_WATCHED, REGISTRY, parse_series
@@ -198,6 +199,19 @@ RUNBOOK.update({e.rule: e for e in (
                  ("index_health.csv: the gold_absent count and the document ids.",
                   "A document the indexing job skipped or deleted: re-index it. The questions that need it cannot "
                   "be answered from the store until then.")),
+)})
+
+
+# The judging loop's warning (pipeline/judging/pool.py; docs/judging.md).
+RUNBOOK.update({e.rule: e for e in (
+    RunbookEntry(GOLD_SHADOWED, "a near copy of a gold document whose text differs from it (a changed fact) ranked "
+                                "above the gold document in a target's top k: the question may now be answered from "
+                                "the copy's facts",
+                 "judge the shadow in the queue (Judge page or `driftwatch judge`), and find where the copy came from",
+                 ("The warning names the question, the gold document, the shadow and the sentences that differ.",
+                  "pool.csv: the shadow's row (reason `shadow`) and its rank against the gold document's.",
+                  "A corrected article: judge it relevant and the maintained qrels follow. A planted or stale copy "
+                  "(poisoning, a mirror): remove it from the sources, and judge it not relevant.")),
 )})
 
 
