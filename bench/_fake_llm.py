@@ -1,12 +1,12 @@
 """A scripted OpenAI-compatible chat endpoint (outside the system under test) for the judge's tests and bench:
-each prompt of pipeline/judge.py gets a deterministic reply computed from the request."""
+each prompt of pipeline/answers/judge.py gets a deterministic reply computed from the request."""
 
 from __future__ import annotations
 
 import json
 import re
 
-from pipeline import judge
+from pipeline.answers import judge
 
 _CITE = re.compile(r"\s*\[[^\]]*\]")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")

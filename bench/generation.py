@@ -17,7 +17,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._fake_llm import completion, scripted_reply  # noqa: E402
-from pipeline import answers, judge  # noqa: E402
+from pipeline import answers  # noqa: E402
+from pipeline.answers import client as llm  # noqa: E402
+from pipeline.answers import judge  # noqa: E402
 from pipeline.answers import AnswerRecord, Context  # noqa: E402
 from pipeline.config import GenerationConfig  # noqa: E402
 from pipeline.demo import base_articles  # noqa: E402
@@ -97,12 +99,12 @@ def bench_judge(records: list[AnswerRecord]) -> dict:
 
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            client = judge.Client(config, Path(tmp))
+            client = llm.Client(config, Path(tmp))
             started = time.perf_counter()
             first = judge.judge_records(client, "fake", records, encode)
             seconds = time.perf_counter() - started
             client.close()
-            client = judge.Client(config, Path(tmp))
+            client = llm.Client(config, Path(tmp))
             again = judge.judge_records(client, "fake", records, encode)
             client.close()
     finally:

@@ -331,7 +331,7 @@ MAX_GENERATION_TOKENS = 100_000
 
 @dataclass(frozen=True)
 class GenerationConfig:
-    """The answer layer (pipeline/answers.py, pipeline/judge.py). Off by default: no endpoint is needed for
+    """The answer layer (pipeline/answers/). Off by default: no endpoint is needed for
     anything else. `logged` reads the team's own answers; `generate` answers every gold question from the top
     `k` of `pipeline` with the chat endpoint at `base_url`."""
 

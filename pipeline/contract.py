@@ -15,7 +15,7 @@ DRIFT = "drift.csv"
 ALERTS = "alerts.csv"
 SIGNALS = "signals.csv"
 TARGETS = "targets.csv"
-GENERATION = "generation.csv"  # the answer layer (pipeline/answers.py): per run and metric
+GENERATION = "generation.csv"  # the answer layer (pipeline/answers/): per run and metric
 PER_ANSWER = "per_answer.csv"  # per answered question
 AGREEMENT = "agreement.csv"  # judge or heuristic against human labels
 SOURCES = "sources.csv"  # each configured source's freshness and volume per run (pipeline/source_health.py)
@@ -48,7 +48,7 @@ SIGNALS_COLUMNS = ("run_date", "pipeline", "k", "question_id", "signal", "value"
 # One row per configured target and run: ok, or failed and why (a failed target has no metric rows that day).
 TARGETS_COLUMNS = ("run_date", "target", "kind", "status", "n_questions", "seconds", "message")
 
-# The answer layer (see pipeline/answers.py and docs/answers.md).
+# The answer layer (see pipeline/answers/ and docs/answers.md).
 GENERATION_COLUMNS = ("run_date", "pipeline", "source", "metric", "value", "n", "undetermined")
 PER_ANSWER_COLUMNS = (
     "run_date", "pipeline", "question_id", "gold_in_context", "faithfulness", "faithfulness_state", "n_claims",

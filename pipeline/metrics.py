@@ -50,7 +50,7 @@ REGISTRY: dict[str, MetricInfo] = {info.name: info for info in (
     MetricInfo("mrr", "rr", "MRR"),
     MetricInfo("ndcg", "ndcg", "nDCG"),
     MetricInfo("unjudged", "unjudged", "unjudged share", higher_is_better=False),
-    # The answer layer's per-answer scores (per_answer.csv's columns; pipeline/answers.py), watched by the same
+    # The answer layer's per-answer scores (per_answer.csv's columns; pipeline/answers/), watched by the same
     # drop and slow-drift rules; they have no k.
     MetricInfo("faithfulness", "faithfulness", "faithfulness"),
     MetricInfo("answer_relevance", "answer_relevance", "answer relevance"),

@@ -813,7 +813,7 @@ def run_journal(data_dir: Path, run_date: date | str, accept_edits: bool = False
 
 
 def _records(data_dir: Path, day: str) -> Path:
-    """The date's answers file (pipeline/answers.py writes it, atomically)."""
+    """The date's answers file (pipeline/answers/stored.py writes it, atomically)."""
     return data_dir / ANSWERS_DIR / f"{day}.jsonl"
 
 

@@ -13,7 +13,7 @@ import pytest
 from statsmodels.stats.inter_rater import cohens_kappa as statsmodels_kappa
 
 from pipeline import answers, contract, store
-from pipeline.agreement import agreement, cohen_kappa
+from pipeline.answers.agreement import agreement, cohen_kappa
 from pipeline.alerts import answer_alerts
 from pipeline.answers import AnswerRecord, Context, Judgement, Claim
 from pipeline.cli import main

@@ -94,7 +94,7 @@ def _gate_report(path: Path) -> object:
 
 
 def _judge_reply(path: Path) -> object:
-    from pipeline.judge import parse_relevance
+    from pipeline.answers.judge import parse_relevance
     return parse_relevance(DEEP)
 
 

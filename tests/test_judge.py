@@ -14,10 +14,14 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from bench._fake_llm import completion, scripted_reply
-from pipeline import answers, contract, judge, store
+from pipeline import answers, contract, store
+from pipeline.answers import client as endpoint
+from pipeline.answers import judge
 from pipeline.answers import AnswerRecord, Context
-from pipeline.config import ExportConfig, GenerationConfig, PrometheusExportConfig
+from pipeline.config import ExportConfig, GenerationConfig, PrometheusExportConfig, TargetConfig
+from pipeline.gold import GoldQuestion
 from pipeline.job import run_day
+from pipeline.retrieval import Ranking
 
 TRAM = Context("e2e-tram", "The city council voted 31 to 12 to build a tram line to the airport. The 14 km line is "
                            "budgeted at 610 million crowns.")
@@ -72,8 +76,8 @@ def config(llm: Scripted, **changes) -> GenerationConfig:
     return GenerationConfig(**values)
 
 
-def client(llm: Scripted, tmp_path: Path, **changes) -> judge.Client:
-    return judge.Client(config(llm, **changes), tmp_path, backoff=0.01)
+def client(llm: Scripted, tmp_path: Path, **changes) -> endpoint.Client:
+    return endpoint.Client(config(llm, **changes), tmp_path, backoff=0.01)
 
 
 def test_claims_and_verdicts_give_faithfulness_with_reasons(llm, tmp_path):
@@ -135,7 +139,7 @@ def test_a_slow_server_is_cut_off_at_the_deadline(llm, tmp_path):
     llm.overrides[judge.CLAIMS_PROMPT] = slow
     c = client(llm, tmp_path, timeout=0.5, retries=1)
     started = time.monotonic()
-    with pytest.raises(judge.Unreachable, match="deadline"):
+    with pytest.raises(endpoint.Unreachable, match="deadline"):
         c.chat("fake-judge", judge.CLAIMS_PROMPT, "Answer: x", judge.parse_claims)
     elapsed = time.monotonic() - started
     assert elapsed < 4.5  # two attempts of 0.5 s and a short backoff (slack for a loaded machine), not 2 x 5 s
@@ -154,7 +158,7 @@ def test_429_then_success(llm, tmp_path):
 def test_a_client_error_is_not_retried(llm, tmp_path):
     llm.overrides[judge.RELEVANCE_PROMPT] = lambda n: Response("{}", status=400, content_type="application/json")
     c = client(llm, tmp_path)
-    with pytest.raises(judge.Unreachable):
+    with pytest.raises(endpoint.Unreachable):
         c.chat("fake-judge", judge.RELEVANCE_PROMPT, "Question: a\n\nAnswer: b", judge.parse_relevance)
     assert llm.count(judge.RELEVANCE_PROMPT) == 1
 
@@ -164,7 +168,7 @@ def test_the_cache_makes_a_rerun_cost_zero_calls(llm, tmp_path):
     first = judge.judge_records(client(llm, tmp_path), "fake-judge", records, encode)
     made = len(llm.calls)
     assert first.calls == made > 0
-    assert (tmp_path / judge.CACHE_FILE).exists()
+    assert (tmp_path / endpoint.CACHE_FILE).exists()
     again = judge.judge_records(client(llm, tmp_path), "fake-judge", records, encode)
     assert len(llm.calls) == made  # the server saw no request
     assert again.calls == 0 and again.cached == made
@@ -248,3 +252,21 @@ def test_an_exporter_failure_keeps_the_answer_layers_events(e2e_config, embedder
     run_day(cfg, date(2026, 11, 4), embedder=embedder, events="a note")
     events = store.read_runs(cfg.data_dir)["events"].iloc[-1]
     assert events.startswith("a note; ") and "unreachable" in events and "export prometheus failed" in events
+
+
+def test_generation_without_a_pipeline_answers_from_the_first_watched_target(llm, e2e_config, tmp_path):
+    """generation.pipeline unset: the contexts come from the first target that is not a candidate (the lookup
+    of the targets inside the generation step, with the real generation calls to the endpoint)."""
+    targets = (TargetConfig("shadow", "builtin", pipeline="dense", candidate=True),
+               TargetConfig("main", "builtin", pipeline="bm25"))
+    cfg = _run_config(e2e_config, mode="generate", base_url=llm.server.url_for("/v1"), model="fake-judge", k=1,
+                      judge=False).replace(targets=targets)
+    gold = [GoldQuestion("q2", INVENTED.question, {TRAM.id: 1})]
+    other = "Ferries to the islands run every hour in summer."
+    rankings = {"shadow": [Ranking(("ferry",), (1.0,), ("ferry#0",))],
+                "main": [Ranking((TRAM.id,), (1.0,), (f"{TRAM.id}#0",))]}
+    run = answers.run_answers(cfg, date(2026, 11, 4), gold, rankings, {TRAM.id: TRAM.text, "ferry": other}, encode)
+    assert [(r["pipeline"], r["question_id"]) for r in run.records] == [("main", "q2")]
+    assert run.records[0]["contexts"] == [{"id": TRAM.id, "text": TRAM.text}]
+    assert run.records[0]["answer"] == f"The city council voted 31 to 12 to build a tram line to the airport. [{TRAM.id}]"
+    assert llm.count(judge.GENERATE_PROMPT) == 1 and len(llm.calls) == 1  # generated, not judged

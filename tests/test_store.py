@@ -506,7 +506,7 @@ def _stored(data_dir: Path) -> dict[str, bytes]:
 def _answers(data_dir: Path, day: str, text: str) -> None:
     path = data_dir / contract.ANSWERS_DIR / f"{day}.jsonl"
     path.parent.mkdir(exist_ok=True)
-    store.atomic_write(path, lambda f: f.write(text.encode()))  # as pipeline/answers.py writes it
+    store.atomic_write(path, lambda f: f.write(text.encode()))  # as pipeline/answers/stored.py writes it
 
 
 @pytest.mark.parametrize("day", ["2026-11-03", "2026-11-04"], ids=["a re-run", "a new date"])
