@@ -122,15 +122,18 @@ def _pool_rows(data_dir: Path) -> tuple[list[dict], JudgeStore]:
 
     gold = {q.id: q.relevant_ids[0] for q in load_gold(JUDGE_SLICE / "gold.jsonl")}
     day = JUDGE_DAYS[1]
+    detail = "A second suspect was charged on Thursday."
     with Corpus.in_dir(data_dir) as corpus:
         docs = {s.document.id: s for s in corpus.snapshot(day)}
         changed = docs[gold["n45"]].document  # the gold document of n45 gets a changed fact on the second day
-        corpus.ingest([dataclasses.replace(changed, text=changed.text + " Officials later revised the account.")], day)
-        corpus.db.commit()
+        copied = docs[gold["n42"]].document  # and n42's a shadow: a near copy of it with a fact added
+        shadow = f"{copied.id}-copy"
+        corpus.ingest([dataclasses.replace(changed, text=changed.text + " Officials later revised the account."),
+                       dataclasses.replace(copied, id=shadow, url=f"{copied.url}#copy", text=f"{copied.text} {detail}")],
+                      day)
         others = sorted(d for d in docs if d not in gold.values() and docs[d].first_seen == day)
-        hashes = corpus.content_hashes([*others, *gold.values()], day)
-    shadow, outranking, new = others[:3]
-    detail = "Officials later revised the account."
+        hashes = corpus.content_hashes([shadow, *others, *gold.values()], day)
+    outranking, new = others[:2]
 
     def row(question: str, doc: str, reason: str, rank: int, gold_doc: str = "", digest: str | None = None) -> dict:
         return {"run_date": day, "question_id": question, "doc_id": doc, "reason": reason, "pipeline": "dense",

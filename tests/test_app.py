@@ -588,7 +588,8 @@ def test_the_empty_state_builds_the_demo_into_a_directory_of_its_own_then_shows_
 KEY_ELEMENTS = {"pages/overview.py": "overview_chart", "pages/trends.py": "trends_k",
                 "pages/questions.py": "questions_chart", "pages/drift.py": "drift_composition_chart",
                 "pages/simulate.py": "sim_chart", "pages/weekly.py": "weekly_summary", "pages/alerts.py": "alerts_chart",
-                "pages/answers.py": "answers_retrieval_chart", "pages/segments.py": "segments_chart"}
+                "pages/answers.py": "answers_retrieval_chart", "pages/segments.py": "segments_chart",
+                "pages/judge.py": "judge_progress"}
 YEAR_QUESTIONS = 20  # bench.dashboard's year of history with 20 questions rather than 200: the same shape, faster
 
 
