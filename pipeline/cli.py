@@ -232,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
     _common(metrics)
 
-    judge = sub.add_parser("judge", help="judge the queue of pooled documents in the terminal, import or list judgments",
+    judge = sub.add_parser("judge", help="judge the pooled documents in the terminal; import or list judgments",
                            description="Serve the judging queue (pool.csv minus what a human judged, "
                                        "judgments.jsonl) in the terminal: each question with its gold document "
                                        "beside the candidate, shared word runs marked; answer 0, 1 or 2 (the "

@@ -129,7 +129,8 @@ def _pool_rows(data_dir: Path) -> tuple[list[dict], JudgeStore]:
         copied = docs[gold["n42"]].document  # and n42's a shadow: a near copy of it with a fact added
         shadow = f"{copied.id}-copy"
         corpus.ingest([dataclasses.replace(changed, text=changed.text + " Officials later revised the account."),
-                       dataclasses.replace(copied, id=shadow, url=f"{copied.url}#copy", text=f"{copied.text} {detail}")],
+                       dataclasses.replace(copied, id=shadow, url=f"{copied.url}#copy",
+                                           text=f"{copied.text} {detail}")],
                       day)
         others = sorted(d for d in docs if d not in gold.values() and docs[d].first_seen == day)
         hashes = corpus.content_hashes([shadow, *others, *gold.values()], day)

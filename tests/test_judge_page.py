@@ -20,7 +20,7 @@ def shown_pair(at) -> str:
     return at.get_by_key("judge_candidate").caption[0].value
 
 
-def test_grading_through_the_buttons_appends_to_the_ledger_and_moves_the_progress(judge_store, open_app):
+def test_grading_by_the_buttons_appends_to_the_ledger_and_moves_the_progress(judge_store, open_app):  # noqa: F811
     at = visit(open_app(judge_store.data_dir, config=judge_store.config), PAGE)
     first, second, third, _ = judge_store.queued
     assert progress_text(at) == "0 of 4 judged, 4 to go"
@@ -53,7 +53,7 @@ def test_grading_through_the_buttons_appends_to_the_ledger_and_moves_the_progres
     assert not at.button(key="judge_grade_1").disabled
 
 
-def test_the_texts_are_literal_markdown_with_the_shared_runs_highlighted(judge_store, open_app):
+def test_the_texts_are_literal_markdown_with_the_shared_runs_highlighted(judge_store, open_app):  # noqa: F811
     at = visit(open_app(judge_store.data_dir, config=judge_store.config), PAGE)
     gold, candidate = (at.get_by_key(k).markdown[0] for k in ("judge_gold", "judge_candidate"))
     assert f":{judge_views.HIGHLIGHT}[" in gold.value and f":{judge_views.HIGHLIGHT}[" in candidate.value
@@ -63,7 +63,7 @@ def test_the_texts_are_literal_markdown_with_the_shared_runs_highlighted(judge_s
     assert at.get_by_key("judge_chart")
 
 
-def test_an_empty_queue_says_so_and_still_draws_the_pool(judge_store, open_app):
+def test_an_empty_queue_says_so_and_still_draws_the_pool(judge_store, open_app):  # noqa: F811
     for pair in judge_store.queued:
         ledger.append_judgments(judge_store.data_dir, [ledger.judgment_from(
             {"question_id": pair[0], "doc_id": pair[1], "grade": 1, "judge": "bo"}, "test",
