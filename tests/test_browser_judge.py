@@ -53,6 +53,15 @@ def test_the_judge_page_grades_and_skips_by_keyboard(browser, judge_store, tmp_p
             expect(candidate).to_contain_text(f"candidate {third[1]} ")
             expect(progress).to_contain_text("1 of 4 judged, 3 to go")
             assert len(ledger.read_judgments(judge_store.data_dir)) == 1  # a skip writes nothing
+
+            name.click()  # keys typed into the name box are the name's: neither a grade nor a skip
+            name.press("End")
+            tab.keyboard.type("2s")
+            expect(name).to_have_value("ana2s")
+            tab.locator("h1").first.click()
+            wait_until_idle(tab)
+            expect(candidate).to_contain_text(f"candidate {third[1]} ")
+            assert len(ledger.read_judgments(judge_store.data_dir)) == 1
         except Exception:
             tab.screenshot(path=str(tmp_path / "judge.png"), full_page=True)
             print(f"screenshot: {tmp_path / 'judge.png'}\n--- streamlit log ---\n{server.log_tail()}")
