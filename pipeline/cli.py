@@ -667,7 +667,9 @@ def _judge(args: argparse.Namespace) -> int:
         elif records:
             import pandas as pd
 
-            print(pd.DataFrame(records, columns=list(review.QUEUE_FIELDS)).to_string(index=False))
+            table = pd.DataFrame(records, columns=list(review.QUEUE_FIELDS))
+            table["content_hash"] = table["content_hash"].str[:12]  # enough to tell texts apart on a screen
+            print(table.to_string(index=False))
         print(f"{len(records)} pair(s) to judge in {config.data_dir} ({state.progress.describe()})", file=sys.stderr)
         return EXIT_OK
     if not (args.judge or "").strip():
