@@ -27,6 +27,7 @@ PAGES = [
     st.Page("pages/weekly.py", title="Weekly review", icon=":material/calendar_month:"),
     st.Page("pages/alerts.py", title="Alerts", icon=":material/notifications:"),
     st.Page("pages/segments.py", title="Segments", icon=":material/category:"),
+    st.Page("pages/judge.py", title="Judge", icon=":material/gavel:"),
 ]
 
 # The page list is drawn by the app itself (page links), not by Streamlit: with `client.showSidebarNavigation`

@@ -406,6 +406,24 @@ def alerts_timeline_figure(counts: pd.DataFrame) -> go.Figure:
     return fig
 
 
+def pool_figure(counts: pd.DataFrame, reasons: Sequence[str]) -> go.Figure:
+    """Pairs pooled for judging per run date, stacked by reason (counts: run_date, reason, pairs)."""
+    fig = go.Figure()
+    colours = dict(zip(reasons, SPARE_COLOURS * (len(reasons) // len(SPARE_COLOURS) + 1)))
+    for reason in reasons:
+        rows = counts[counts["reason"] == reason]
+        if len(rows):
+            fig.add_trace(go.Bar(x=rows["run_date"], y=rows["pairs"], name=hover_text(reason),
+                                 marker_color=colours[reason],
+                                 hovertemplate=f"{DATE_HOVER}<br>%{{y}} {hover_text(reason)}<extra></extra>"))
+    _layout(fig, "The pool per run: pairs to judge, by reason", DATE_AXIS, "pairs", barmode="stack")
+    date_axis(fig, counts["run_date"] if len(counts) else None)
+    fig.update_yaxes(tickformat="d", rangemode="tozero")
+    if counts.empty:
+        _empty(fig, "no pool yet: the daily job records it (pool.csv)")
+    return fig
+
+
 def weekly_figure(weekly: pd.DataFrame, metric_label: str, week: str, previous: str) -> go.Figure:
     """One metric@k per pipeline: the previous week's mean against this week's (rows of `views.weekly_means`)."""
     fig = go.Figure()

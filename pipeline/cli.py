@@ -232,6 +232,21 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
     _common(metrics)
 
+    judge = sub.add_parser("judge", help="judge the pooled documents in the terminal; import or list judgments",
+                           description="Serve the judging queue (pool.csv minus what a human judged, "
+                                       "judgments.jsonl) in the terminal: each question with its gold document "
+                                       "beside the candidate, shared word runs marked; answer 0, 1 or 2 (the "
+                                       "grade), s (skip) or q (quit) on stdin. --import adds judgments made "
+                                       "elsewhere; --queue lists the queue.")
+    judge.add_argument("--judge", default=None, metavar="NAME", help="your name, recorded with each grade")
+    mode = judge.add_mutually_exclusive_group()
+    mode.add_argument("--import", dest="import_file", default=None, metavar="FILE",
+                      help='a JSONL file of judgments ({"question_id", "doc_id", "grade", "judge"} a line), '
+                           "validated whole before any is appended")
+    mode.add_argument("--queue", action="store_true", help="list the queue (a table; --json: one object a line)")
+    judge.add_argument("--json", action="store_true", help="with --queue: one JSON object a line")
+    _common(judge)
+
     dash = sub.add_parser("dashboard", aliases=["app"],
                           help="serve the dashboard to this machine only (the installed app.py, from any directory)",
                           description="Serve the Streamlit dashboard (app.py of the repository or of the installed "
@@ -629,6 +644,101 @@ def _dashboard(args: argparse.Namespace) -> int:
     return EXIT_OK if stopping else code
 
 
+def _judge(args: argparse.Namespace) -> int:
+    import json
+
+    from pipeline.judging import review
+    from pipeline.views import gold_questions
+
+    config = load_config(args.config, data_dir=args.data_dir)
+    questions = gold_questions(config.gold)
+    if args.json and not args.queue:
+        print("error: --json goes with --queue", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.import_file:
+        added = review.import_judgments(Path(args.import_file), config.data_dir, questions)
+        print(f"{len(added)} judgment(s) from {args.import_file} appended to {config.data_dir / contract.JUDGMENTS}")
+        return EXIT_OK
+    state = review.load(config.data_dir, questions)
+    if args.queue:
+        records = state.queue_records()
+        if args.json:
+            print("\n".join(json.dumps(r, ensure_ascii=False) for r in records))
+        elif records:
+            import pandas as pd
+
+            table = pd.DataFrame(records, columns=list(review.QUEUE_FIELDS))
+            table["content_hash"] = table["content_hash"].str[:12]  # enough to tell texts apart on a screen
+            print(table.to_string(index=False))
+        print(f"{len(records)} pair(s) to judge in {config.data_dir} ({state.progress.describe()})", file=sys.stderr)
+        return EXIT_OK
+    if not (args.judge or "").strip():
+        print("error: give your name with --judge NAME: it is recorded with each grade", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return _judge_interactively(state, args.judge.strip())
+
+
+def _judge_interactively(state, judge: str) -> int:
+    """The queue on stdout, grades read from stdin, one line each; end of input quits as q does."""
+    from pipeline.judging import ledger, review
+
+    ansi = sys.stdout.isatty()
+    pairs = review.order(state.queue)
+    print(f"{state.progress.describe()}. Answer 0 (not relevant), 1 (relevant), 2 (highly relevant), s (skip) or "
+          "q (quit).")
+    judged = skipped = 0
+    for n, (question_id, doc_id) in enumerate(pairs, start=1):
+        shown = review.item(state, question_id, doc_id)
+        print("\n".join(_item_lines(shown, n, len(pairs), ansi)))
+        answer = _answer()
+        if answer in (None, review.QUIT):
+            break
+        if answer == review.SKIP:
+            skipped += 1
+            continue
+        review.record(state.data_dir, question_id, doc_id, int(answer), judge)
+        judged += 1
+    after = review.progress(state.pool, ledger.read_judgments(state.data_dir))
+    print(f"judged {judged}, skipped {skipped}; {after.describe()}")
+    return EXIT_OK
+
+
+def _answer() -> str | None:
+    """The next valid answer on stdin (None at its end), asking again after anything else."""
+    from pipeline.judging import review
+
+    while True:
+        print(f"grade [{'/'.join(review.KEYS)}/{review.QUIT}]: ", end="", flush=True)
+        line = sys.stdin.readline()
+        if not line:
+            print()
+            return None
+        answer = line.strip().lower()
+        if answer in (*review.KEYS, review.QUIT):
+            return answer
+        print(f"  {answer!r}: answer 0, 1, 2, s or q")
+
+
+def _item_lines(shown, n: int, total: int, ansi: bool) -> list[str]:
+    from pipeline.judging import review
+
+    reasons = ", ".join(review.REASON_LABELS.get(r, r) for r in shown.reasons)
+    lines = [f"\n[{n}/{total}] {shown.question_id} · {shown.doc_id}: {reasons} (rank {shown.rank} of "
+             f"{shown.pipeline or '-'} on {shown.run_date})",
+             f"Question: {shown.question}",
+             f"--- {shown.gold_label}:", review.terminal_text(shown.overlap.gold, ansi),
+             f"--- candidate {shown.doc_id} ({shown.overlap.shared_words} of {shown.overlap.candidate_words} words in "
+             "runs shared with it, marked):", review.terminal_text(shown.overlap.candidate, ansi)]
+    if shown.detail:
+        lines.append(f"Differing sentences: {shown.detail}")
+    if shown.suggestion is not None:
+        lines.append(f"LLM suggestion (not a judgment): {shown.suggestion.grade} by {shown.suggestion.judge}"
+                     + ("" if shown.suggestion_current else ", on an earlier text"))
+    if shown.earlier is not None:
+        lines.append(f"Judged {shown.earlier.grade} by {shown.earlier.judge} on an earlier text")
+    return lines
+
+
 def _export(args: argparse.Namespace) -> int:
     from pipeline import store
     from pipeline.config import ConfigError
@@ -677,6 +787,7 @@ COMMANDS = {"run": _run, "backfill": _backfill, "rebaseline": _rebaseline, "eval
             "simulate": _simulate, "documents": _documents, "report": _report, "evidently-report": _evidently_report,
             "init": _init, "check": _check, "accept-edits": _accept_edits,
             "dashboard": _dashboard,
+            "judge": _judge,
             "app": _dashboard, "export": _export, "serve-metrics": _serve_metrics}
 
 

@@ -367,6 +367,13 @@ class Corpus:
             {"id": doc_id, "day": _day(run_date)}).fetchone()
         return None if row is None else f"{row[0]}\n{row[1]}".strip()
 
+    def versions(self, doc_id: str) -> list[tuple[str, str, str]]:
+        """Every stored version of `doc_id`, oldest first: (valid_from, content hash, title and text joined by a
+        newline and stripped, as `document_text`)."""
+        return [(day, digest, f"{title}\n{text}".strip()) for day, digest, title, text in self.db.execute(
+            "SELECT valid_from, content_hash, title, text FROM versions WHERE doc_id = ? ORDER BY valid_from",
+            (doc_id,))]
+
     def generation(self) -> int:
         """The corpus's generation (see `_SCHEMA`): it changes with every write that can change a snapshot."""
         row = self.db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()

@@ -72,8 +72,9 @@ def serving(data_dir: Path, log_dir: Path, env: dict[str, str] | None = None) ->
     No --browser.gatherUsageStats: the repository's .streamlit/config.toml must keep the pages offline."""
     port = free_port()
     log = Path(log_dir) / "streamlit.log"
-    variables = {**os.environ, "DRIFTWATCH_DATA_DIR": str(data_dir), **(env or {})}
-    variables.pop("DRIFTWATCH_CONFIG", None)
+    variables = {**os.environ, "DRIFTWATCH_DATA_DIR": str(data_dir)}
+    variables.pop("DRIFTWATCH_CONFIG", None)  # unless `env` names one: the test's own
+    variables.update(env or {})
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
                "--server.port", str(port)]
     with log.open("wb") as out:

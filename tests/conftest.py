@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import socket
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,98 @@ def demo_history(tmp_path_factory) -> Path:
     built = tmp_path_factory.mktemp("demo-history") / "store"
     build_demo(Config(data_dir=built, gold=Path(".")), built)
     return built
+
+
+# --- the judging queue: two real daily runs of the news slice, and pool.csv rows of every reason ------------------
+
+JUDGE_SLICE = DATA / "news-slice"
+JUDGE_DAYS = ("2025-09-10", "2025-09-11")
+JUDGE_CONFIG = "monitor.toml"  # beside the data directory: its data_dir, the slice's gold set and daily files
+
+
+@dataclass(frozen=True)
+class JudgeStore:
+    """A data directory with a corpus, a history and a pool to judge. `queued` lists the pairs the queue holds, in
+    its order; `gold_changed` is the gold document given a changed text on the second day (its pool row's pair)."""
+
+    data_dir: Path
+    config: Path
+    queued: tuple[tuple[str, str], ...]
+    gold_changed: tuple[str, str]
+    shadow_detail: str
+
+
+def _pool_rows(data_dir: Path) -> tuple[list[dict], JudgeStore]:
+    from pipeline import contract
+    from pipeline.corpus import Corpus
+    from pipeline.gold import load_gold
+
+    gold = {q.id: q.relevant_ids[0] for q in load_gold(JUDGE_SLICE / "gold.jsonl")}
+    day = JUDGE_DAYS[1]
+    detail = "A second suspect was charged on Thursday."
+    with Corpus.in_dir(data_dir) as corpus:
+        docs = {s.document.id: s for s in corpus.snapshot(day)}
+        changed = docs[gold["n45"]].document  # the gold document of n45 gets a changed fact on the second day
+        copied = docs[gold["n42"]].document  # and n42's a shadow: a near copy of it with a fact added
+        shadow = f"{copied.id}-copy"
+        corpus.ingest([dataclasses.replace(changed, text=changed.text + " Officials later revised the account."),
+                       dataclasses.replace(copied, id=shadow, url=f"{copied.url}#copy",
+                                           text=f"{copied.text} {detail}")],
+                      day)
+        others = sorted(d for d in docs if d not in gold.values() and docs[d].first_seen == day)
+        hashes = corpus.content_hashes([shadow, *others, *gold.values()], day)
+    outranking, new = others[:2]
+
+    def row(question: str, doc: str, reason: str, rank: int, gold_doc: str = "", digest: str | None = None) -> dict:
+        return {"run_date": day, "question_id": question, "doc_id": doc, "reason": reason, "pipeline": "dense",
+                "rank": rank, "gold_doc_id": gold_doc, "detail": detail if reason == contract.SHADOW else "",
+                "content_hash": hashes[doc] if digest is None else digest}
+
+    rows = [row("n42", shadow, contract.SHADOW, 1, gold["n42"]),
+            row("n42", shadow, contract.OUTRANKS_GOLD, 1, gold["n42"]),
+            row("n43", outranking, contract.OUTRANKS_GOLD, 2, gold["n43"]),
+            row("n44", new, contract.NEW_IN_TOP_K, 3),
+            row("n45", gold["n45"], contract.GOLD_CHANGED, 1, gold["n45"]),
+            row("n46", gold["n46"], contract.GOLD_DELETED, 0, gold["n46"], digest="")]
+    # the queue's order: shadows, the changed gold document, what outranks gold, what is new; the deleted one never
+    queued = (("n42", shadow), ("n45", gold["n45"]), ("n43", outranking), ("n44", new))
+    return rows, JudgeStore(data_dir, Path(), queued, ("n45", gold["n45"]), detail)
+
+
+@pytest.fixture(scope="session")
+def judge_history(tmp_path_factory) -> JudgeStore:
+    """Two daily runs of the real job on the news slice, then pool.csv rows of every reason (the pool's own
+    builder is not needed to judge it): built once, copied by `judge_store`."""
+    from datetime import date
+
+    from pipeline import contract, job, store
+
+    root = tmp_path_factory.mktemp("judge")
+    daily = root / "daily"
+    daily.mkdir()
+    for day in JUDGE_DAYS:
+        shutil.copy(JUDGE_SLICE / "daily" / f"{day}.xml", daily / f"{day}.xml")
+    shutil.copy(JUDGE_SLICE / "gold.jsonl", root / "gold.jsonl")
+    data_dir = root / "store"
+    config = Config(data_dir=data_dir, gold=root / "gold.jsonl", sources=(SourceConfig("news", path=daily),))
+    for day in JUDGE_DAYS:
+        job.run_day(config, date.fromisoformat(day))
+    rows, built = _pool_rows(data_dir)
+    store.replace_date(data_dir, contract.POOL, JUDGE_DAYS[1], rows)
+    return dataclasses.replace(built, config=_judge_config(root, data_dir))
+
+
+def _judge_config(root: Path, data_dir: Path) -> Path:
+    path = root / JUDGE_CONFIG
+    path.write_text(f'data_dir = "{data_dir}"\ngold = "{root / "gold.jsonl"}"\n\n[[sources]]\nname = "news"\n'
+                    f'path = "{root / "daily"}"\n', encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def judge_store(judge_history, tmp_path) -> JudgeStore:
+    """A fresh copy of `judge_history` (its data directory, gold set, daily files and config) for a test that
+    writes judgments."""
+    root = tmp_path / "judge"
+    shutil.copytree(judge_history.data_dir.parent, root)
+    return dataclasses.replace(judge_history, data_dir=root / "store", config=_judge_config(root, root / "store"))

@@ -482,7 +482,7 @@ def test_empty_directory_shows_the_empty_state_on_every_page(tmp_path, open_app,
     assert at.button(key="demo_build").label == "Build the demo history"
 
 
-METRICS_FREE_PAGES = {"pages/alerts.py"}  # the pages that do not read metrics.csv
+METRICS_FREE_PAGES = {"pages/alerts.py": "Alerts", "pages/judge.py": "Judge"}  # pages not reading metrics.csv
 
 
 def copy_of(history: Path, tmp_path: Path) -> Path:
@@ -513,7 +513,7 @@ def test_without_metrics_csv_every_page_shows_an_empty_state(history, tmp_path, 
     at = visit(open_app(data_dir), page)
     notes = [literal(i.value) for i in at.info]
     if page in METRICS_FREE_PAGES:
-        assert [t.value for t in at.title] == ["Alerts"]
+        assert [t.value for t in at.title] == [METRICS_FREE_PAGES[page]]
     else:
         assert any(f"{data_dir / contract.METRICS} has no rows" in n for n in notes), notes
 
@@ -588,7 +588,8 @@ def test_the_empty_state_builds_the_demo_into_a_directory_of_its_own_then_shows_
 KEY_ELEMENTS = {"pages/overview.py": "overview_chart", "pages/trends.py": "trends_k",
                 "pages/questions.py": "questions_chart", "pages/drift.py": "drift_composition_chart",
                 "pages/simulate.py": "sim_chart", "pages/weekly.py": "weekly_summary", "pages/alerts.py": "alerts_chart",
-                "pages/answers.py": "answers_retrieval_chart", "pages/segments.py": "segments_chart"}
+                "pages/answers.py": "answers_retrieval_chart", "pages/segments.py": "segments_chart",
+                "pages/judge.py": "judge_progress"}
 YEAR_QUESTIONS = 20  # bench.dashboard's year of history with 20 questions rather than 200: the same shape, faster
 
 
