@@ -106,7 +106,8 @@ import os, shutil, sys
 from datetime import date
 from pathlib import Path
 sys.path.insert(0, {root!r})
-from pipeline import answers, store
+from pipeline import store
+from pipeline.answers import run as answers_run
 from pipeline.job import run_day
 from tests.test_run_journal import make_config
 base, out, day = Path({base!r}), Path({out!r}), date.fromisoformat({day!r})
@@ -126,7 +127,7 @@ for n in {kills!r}:
                     os._exit(9)
             return killing
         store.replace_date, store.seal = step(store.replace_date), step(store.seal)
-        answers.write_records = step(answers.write_records)
+        answers_run.write_records = step(answers_run.write_records)
         run_day(make_config(out / str(n)), day, notify=False)
         os._exit(0)
     print(n, os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
