@@ -951,6 +951,50 @@ def _check_judging(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
         raise bad("judging.timeout", "timeout must be > 0 seconds and max_calls >= 1")
     if not 0 < j.duplicate_cosine <= 1:
         raise bad("judging.duplicate_cosine", "must be within (0, 1]")
+    if j.api_key_env is not None and not _ENV_NAME.fullmatch(j.api_key_env):
+        raise bad("judging.api_key_env", "give the NAME of an environment variable holding the key "
+                                         "(secrets are never written in the config)")
+    used = monitored_uses(cfg)
+    if j.model is not None and j.model in used:
+        raise bad("judging.model", f"{j.model!r} is the model {used[j.model]} names: a pipeline that is monitored "
+                                   "must not judge its own results; name another model")
+
+
+def monitored_uses(cfg: Config) -> dict[str, str]:
+    """Each model name a monitored pipeline uses, with the first setting naming it (generation.model,
+    generation.judge_model, embedder.model, rerank.model, targets[i].model): the LLM pre-label and drafted
+    questions refuse a judge among them. The one owner of that list; `monitored_use` is its set."""
+    found: dict[str, str] = {}
+    named = [("generation.model", cfg.generation.model), ("generation.judge_model", cfg.generation.judge_model),
+             ("embedder.model", cfg.embedder.model), ("rerank.model", cfg.rerank.model),
+             *((f"targets[{i}].model ({t.name})", t.model) for i, t in enumerate(cfg.targets))]
+    for key, model in named:
+        if model:
+            found.setdefault(model, key)
+    return found
+
+
+def monitored_use(cfg: Config) -> set[str]:
+    """The model names a monitored pipeline uses (the generator, the answer judge, the embedder and reranker of
+    the builtin pipelines, any target's model)."""
+    return set(monitored_uses(cfg))
+
+
+def judging_endpoint(cfg: Config) -> GenerationConfig:
+    """The [judging] endpoint as the chat client reads a section: its base_url, api_key_env, model, timeout and
+    max_calls, [generation]'s base_url and api_key_env when [judging] names none; temperature 0. ConfigError
+    naming the key when no endpoint or no model is set."""
+    j, g = cfg.judging, cfg.generation
+    where = cfg.file or "the config"
+    base_url = j.base_url or g.base_url
+    if base_url is None:
+        raise ConfigError(f"{where}: judging.base_url: no OpenAI-compatible endpoint for the judging LLM "
+                          "(set [judging] base_url, or [generation] base_url)")
+    if not j.model:
+        raise ConfigError(f"{where}: judging.model: name the judging LLM's model (one no monitored pipeline uses)")
+    key_env = j.api_key_env if j.base_url is not None else (j.api_key_env or g.api_key_env)
+    return dataclasses.replace(g, base_url=base_url, model=j.model, judge_model=None, api_key_env=key_env,
+                               timeout=j.timeout, max_calls=j.max_calls, temperature=0.0, mode="off")
 
 
 def _check_generation(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:

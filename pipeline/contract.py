@@ -271,5 +271,13 @@ QUESTIONS = "questions.jsonl"
 PROVENANCE_GENERATED, PROVENANCE_REVIEWED, PROVENANCE_REJECTED, PROVENANCE_HUMAN = (
     "generated", "reviewed", "rejected", "human")
 PROVENANCES = (PROVENANCE_GENERATED, PROVENANCE_REVIEWED, PROVENANCE_REJECTED, PROVENANCE_HUMAN)
+PROVENANCES_ACCEPTED = (PROVENANCE_REVIEWED, PROVENANCE_HUMAN)
+# A questions.jsonl line: `id` ("q-" and a hash: never a gold id), the `question`, its source document (`doc_id`,
+# `content_hash` of the text it was drafted from), `run_date` (the date the document was first seen), `provenance`,
+# `time` (UTC, when the line was written), `judge` (the drafting model as llm:<model>, or the reviewer), and the round
+# trip: `retriever` (tfidf-documents), `found_rank` (the source document's rank for the question, null when not in
+# its top 10) and `flagged` (not found: kept, but shown as such in review).
+QUESTION_KEYS = ("id", "question", "doc_id", "content_hash", "run_date", "provenance", "time", "judge", "retriever",
+                 "found_rank", "flagged")
 ADDED_PER_QUESTION = "added_per_question.csv"
 SCHEMAS[ADDED_PER_QUESTION] = PER_QUESTION_COLUMNS

@@ -32,6 +32,7 @@ from pipeline.corpus import check_file as check_corpus
 from pipeline.embeddings import Embedded, Embedder, EmbedderError, EmbeddingStopped, embed_cached, locate_model
 from pipeline.exporters import export, with_events
 from pipeline.gold import GoldQuestion, load_gold
+from pipeline.judging import questions as drafted
 from pipeline.metrics import MEAN_NAMES, METRICS, default_k, evaluate
 from pipeline.retrieval import RERANKER, Ranking, Reranker, Retriever
 from pipeline.sources import Caps, Document, FeedError, FeedOutcome, collect
@@ -443,6 +444,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
     embedder = embedder or Embedder(config.embedder)
     # Bad input (an edited store too) stops the run before anything is written.
     gold, externals = check_inputs(config, run_date, embedder, accept_edits)
+    added = drafted.accepted_gold(data_dir, run_date)  # accepted drafted questions: added_per_question.csv
     builtin = builtin_pipelines(config)
     depth = config.retrieval.candidate_depth
     with (store.run_lock(data_dir), Corpus.in_dir(data_dir) as corpus,
@@ -460,6 +462,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         rankings: dict[str, list[Ranking]] = {}
         metric_rows: list[dict] = []
         question_rows: list[dict] = []
+        added_rows: list[dict] = []
         top1: list[tuple[str, float]] = []
         signal_rows: list[dict] = []
         stored_questions = store.read_per_question(data_dir)  # read once: the signals' history, the alert rules'
@@ -467,7 +470,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         indexed = config.replace(retrieval=dataclasses.replace(config.retrieval, pipelines=builtin))
         counts = corpus.counts(run_date)
         # A store's vectors change without the corpus: its drift is never read from, nor kept in, the memo.
-        memoizing = builtin and not config.index_health.drift
+        memoizing = builtin and not config.index_health.drift and not added  # the memo holds the gold set's only
         memoized = runmemo.memoized(config, corpus, run_date, gold, counts) if memoizing else None
         late = _deferred(outcomes, deadline)  # what the deadline left undone, for the events
         n_encoded, evaluate = 0, True
@@ -512,6 +515,9 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                 present = {doc_id for doc_id, _, _ in keys}
                 metric_rows, question_rows = evaluate_pipelines(indexed, retriever, gold, queries.vectors, present,
                                                                 run_date, rankings)
+                if added:  # searched apart: the gold set's rows, and so per_question.csv, are as without them
+                    added_rows = evaluate_pipelines(indexed, retriever, added, embed_cached(
+                        corpus, embedder, [q.question for q in added]).vectors, present, run_date)[1]
                 top1 = _top1_cosines(retriever, rankings, queries.vectors, embedded.vectors)
                 if retriever.dense is not None and retriever.dense.kind == "hnsw":
                     exact = _exact_dense(config, chunks, embedded.vectors, [q.question for q in gold],
@@ -534,7 +540,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         target_rows = []
         by_pipeline_metrics = {p: [r for r in metric_rows if r["pipeline"] == p] for p in builtin}
         by_pipeline_questions = {p: [r for r in question_rows if r["pipeline"] == p] for p in builtin}
-        metric_rows, question_rows = [], []
+        by_pipeline_added = {p: [r for r in added_rows if r["pipeline"] == p] for p in builtin}
+        metric_rows, question_rows, added_rows = [], [], []
         ranked_by_target: dict[str, list[Ranking]] = {}
         # The top-1 KS tests of a re-run are those of the run before (and scipy.stats, 1 s to import, is not needed).
         ks = memo.Calls(data_dir, "top1_ks", scipy=scipy.__version__)
@@ -546,6 +553,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                 pipeline = target.pipeline or target.name
                 metric_rows += [{**r, "pipeline": target.name} for r in by_pipeline_metrics[pipeline]]
                 question_rows += [{**r, "pipeline": target.name} for r in by_pipeline_questions[pipeline]]
+                added_rows += [{**r, "pipeline": target.name} for r in by_pipeline_added[pipeline]]
                 ranked = rankings[pipeline]
                 target_rows.append(target_row(run_date, target, None, len(gold)))
             else:
@@ -579,6 +587,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
         if answered_run is not None:
             run["events"] = "; ".join(e for e in (events, *answered_run.events) if e)
         store.replace_date(data_dir, contract.PER_QUESTION, run_date, question_rows)
+        if added or (data_dir / contract.ADDED_PER_QUESTION).exists():  # none accepted yet: no file
+            store.replace_date(data_dir, contract.ADDED_PER_QUESTION, run_date, added_rows)
         store.replace_date(data_dir, contract.METRICS, run_date, metric_rows)
         store.replace_date(data_dir, contract.DRIFT, run_date, drift_rows_)
         store.replace_date(data_dir, contract.SIGNALS, run_date, signal_rows)

@@ -44,6 +44,11 @@ LOGGED = [{"question_id": "q1", "answer": "Crossings were cancelled after deckha
           {"question_id": "q2", "answer": "The documents do not say.",
            "contexts": [{"id": "e2e-tram", "text": "The city council voted to build a tram line."}]}]
 LABELS = "question_id,run_date,metric,claim,label,note\nq1,,faithfulness,,faithful,\nq2,,refusal,,refusal,\n"
+# An accepted drafted question (questions.jsonl), so that every run writes added_per_question.csv too.
+ACCEPTED = {"id": "q-0123456789ab", "question": "Who walked out, stopping the Saltreach ferries?",
+            "doc_id": "e2e-ferry-strike", "content_hash": "", "run_date": "", "provenance": "reviewed",
+            "time": "2026-11-01T08:00:00+00:00", "judge": "ana", "retriever": "tfidf-documents", "found_rank": 1,
+            "flagged": False}
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +59,8 @@ def history(tmp_path_factory, embedder) -> Path:
     shutil.copytree(DATA / "e2e", root / "e2e")
     (root / "answers.jsonl").write_text("".join(json.dumps(line) + "\n" for line in LOGGED))
     (root / "labels.csv").write_text(LABELS)
+    (root / "store").mkdir()
+    (root / "store" / contract.QUESTIONS).write_text(json.dumps(ACCEPTED) + "\n")
     for day in DAYS:
         run_day(make_config(root), day, embedder=embedder, notify=False)
     return root
@@ -96,7 +103,7 @@ def written(data_dir: Path, day: date) -> int:
 
 # A re-run's writes in order: `job.run_day`'s replace_date calls, answers.write_run's (its JSONL file, then three
 # CSVs), alerts, runs, then the seal. Killed after N of them, N = 0 .. len(STEPS).
-STEPS = ("per_question", "metrics", "drift", "signals", "segments", "segment_questions", "targets", "canary",
+STEPS = ("per_question", "added_per_question", "metrics", "drift", "signals", "segments", "segment_questions", "targets", "canary",
          "answers/DATE.jsonl", "per_answer", "generation", "agreement", "sources", "alerts", "runs", "seal")
 
 # One process imports the package once and forks a child per kill point; each child re-runs the date on its own

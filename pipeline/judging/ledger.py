@@ -120,8 +120,13 @@ def append_judgments(data_dir: Path, judgments: Sequence[Judgment]) -> None:
     exclusive lock and synced. A ledger whose last line lacks its newline gets one first."""
     if not judgments:
         return
-    payload = "".join(jsonl_line(j) for j in judgments).encode("utf-8")
-    path = ledger_path(data_dir)
+    append_lines(ledger_path(data_dir), [jsonl_line(j) for j in judgments])
+
+
+def append_lines(path: Path, lines: Sequence[str]) -> None:
+    """Append these lines (each ending in a newline) to an append-only JSONL file in one write, under an exclusive
+    lock, synced; a file whose last line lacks its newline gets one first. The ledger's and questions.jsonl's."""
+    payload = "".join(lines).encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
