@@ -40,6 +40,9 @@ st.session_state[REMEMBERED] = name
 done = state.progress
 with st.container(key="judge_progress"):
     st.progress(done.fraction, text=done.describe())
+    agreed = judge_views.prelabel_line(state.judgments)
+    if agreed:
+        st.caption(agreed)
 if PROBLEM in st.session_state:
     ui.error(st.session_state.pop(PROBLEM))
 

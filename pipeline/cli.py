@@ -247,6 +247,39 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--json", action="store_true", help="with --queue: one JSON object a line")
     _common(judge)
 
+    pre = sub.add_parser("prelabel", help="suggest a grade for each queued pair with the judging LLM (never a human "
+                                          "judgment)",
+                         description="Grade each pair of the judging queue that has no suggestion of [judging] model "
+                                     "on the text shown, with a graded relevance prompt in the style of UMBRELA (0-3, "
+                                     "mapped to the grades 0, 0, 1, 2), appended to judgments.jsonl as judge "
+                                     "llm:<model>: a suggestion the Judge page shows, never a human judgment (the "
+                                     "queue keeps the pair). Then the kappa of the suggestions with the human "
+                                     "judgments of the same texts. The model must not be one a monitored pipeline "
+                                     "uses. Exit 0 when some pair was labelled (or none was left to label), 1 when "
+                                     "every pair tried failed (the endpoint unreachable or its replies unreadable), "
+                                     "2 on a bad config.")
+    pre.add_argument("--limit", type=int, default=None, metavar="N", help="label at most N pairs (default: all)")
+    _common(pre)
+
+    sug = sub.add_parser("suggest-questions", help="draft questions for a date's new documents with the judging LLM; "
+                                                   "list, accept or reject drafts",
+                         description="--date D: draft one question per document first seen on D (short items too) "
+                                     "with [judging] model, drop the drafts that duplicate a gold question (the same "
+                                     "text, or an embedding cosine of at least [judging] duplicate_cosine), check "
+                                     "that each finds its document with a TF-IDF over the corpus (tfidf-documents; "
+                                     "not in its top 10: kept but flagged) and append them to questions.jsonl as "
+                                     "generated. --list shows the drafts; --accept ID / --reject ID with --judge "
+                                     "NAME review one (accepted questions join the maintained qrels: "
+                                     "added_per_question.csv from the next run). Exit 1 when every draft failed.")
+    what = sug.add_mutually_exclusive_group(required=True)
+    what.add_argument("--date", type=_date, default=None, help="draft questions for the documents first seen on it")
+    what.add_argument("--list", action="store_true", help="list the drafted questions and their review")
+    what.add_argument("--accept", default=None, metavar="ID", help="accept a drafted question (with --judge)")
+    what.add_argument("--reject", default=None, metavar="ID", help="reject a drafted question (with --judge)")
+    sug.add_argument("--judge", default=None, metavar="NAME", help="your name, recorded with the review")
+    sug.add_argument("--json", action="store_true", help="with --list: one JSON object a line")
+    _common(sug)
+
     dash = sub.add_parser("dashboard", aliases=["app"],
                           help="serve the dashboard to this machine only (the installed app.py, from any directory)",
                           description="Serve the Streamlit dashboard (app.py of the repository or of the installed "
@@ -739,6 +772,76 @@ def _item_lines(shown, n: int, total: int, ansi: bool) -> list[str]:
     return lines
 
 
+def _judging_questions(config) -> dict:
+    """The gold set and the accepted drafted questions, by id: what the queue's question ids name."""
+    from pipeline.judging import questions
+    from pipeline.views import gold_questions
+
+    return {**gold_questions(config.gold), **{q.id: q for q in questions.accepted_gold(config.data_dir)}}
+
+
+def _prelabel(args: argparse.Namespace) -> int:
+    from pipeline.judging import ledger, prelabel
+
+    config = load_config(args.config, data_dir=args.data_dir)
+    if args.limit is not None and args.limit < 1:
+        print("error: --limit must be 1 or more", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    result = prelabel.prelabel(config, _judging_questions(config), limit=args.limit)
+    for line in result.failed:
+        print(f"failed: {redact.redact(line)}", file=sys.stderr)
+    print(f"{len(result.labelled)} pair(s) labelled by {prelabel.judge_name(result.model)}, {len(result.failed)} "
+          f"failed, {result.left} left; {result.already} of the {result.queued} queued already had its suggestion")
+    if result.note:
+        print(result.note)
+    print(prelabel.human_agreement(ledger.read_judgments(config.data_dir)).describe())
+    return EXIT_ALERT if result.attempted and not result.labelled else EXIT_OK
+
+
+def _suggest_questions(args: argparse.Namespace) -> int:
+    import json
+
+    from pipeline.judging import questions
+    from pipeline.views import gold_questions
+
+    config = load_config(args.config, data_dir=args.data_dir)
+    if (args.accept or args.reject) and not (args.judge or "").strip():
+        print("error: give your name with --judge NAME: it is recorded with the review", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.json and not args.list:
+        print("error: --json goes with --list", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.accept or args.reject:
+        done = questions.review(config.data_dir, args.accept or args.reject, args.judge, accept=bool(args.accept))
+        print(f"{done.id} {done.provenance} by {done.judge}: {done.question}")
+        return EXIT_OK
+    if args.list:
+        drafts = list(questions.latest(config.data_dir).values())
+        for d in drafts:
+            if args.json:
+                print(json.dumps(d.record(), ensure_ascii=False))
+            else:
+                found = f"rank {d.found_rank}" if d.found_rank else "NOT FOUND in the top 10"
+                print(f"{d.id}  {d.provenance:<9}  {d.doc_id}  ({d.retriever}: {found})  {d.question}")
+        print(f"{len(drafts)} drafted question(s) in {config.data_dir / contract.QUESTIONS}", file=sys.stderr)
+        return EXIT_OK
+    result = questions.suggest(config, args.date, list(gold_questions(config.gold).values()))
+    for line in result.failed:
+        print(f"failed: {redact.redact(line)}", file=sys.stderr)
+    for doc_id, question, same in result.duplicates:
+        print(f"duplicate dropped: {doc_id}: {question!r} (as {same!r})")
+    for d in result.kept:
+        found = f"found at rank {d.found_rank}" if d.found_rank else "FLAGGED: its document is not in the top 10"
+        print(f"{d.id}  {d.doc_id}: {d.question}  [{questions.RETRIEVER}: {found}]")
+    print(f"{args.date}: {result.new_documents} new document(s), {result.already} drafted before; "
+          f"{len(result.kept)} question(s) drafted ({result.flagged} flagged), {len(result.duplicates)} duplicate(s) "
+          f"dropped, {len(result.failed)} failed")
+    if result.note:
+        print(result.note)
+    attempted = len(result.kept) + len(result.duplicates) + len(result.failed)
+    return EXIT_ALERT if attempted and len(result.failed) == attempted else EXIT_OK
+
+
 def _export(args: argparse.Namespace) -> int:
     from pipeline import store
     from pipeline.config import ConfigError
@@ -787,7 +890,7 @@ COMMANDS = {"run": _run, "backfill": _backfill, "rebaseline": _rebaseline, "eval
             "simulate": _simulate, "documents": _documents, "report": _report, "evidently-report": _evidently_report,
             "init": _init, "check": _check, "accept-edits": _accept_edits,
             "dashboard": _dashboard,
-            "judge": _judge,
+            "judge": _judge, "prelabel": _prelabel, "suggest-questions": _suggest_questions,
             "app": _dashboard, "export": _export, "serve-metrics": _serve_metrics}
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 
 from pipeline import contract
 from pipeline.judging import review
+from pipeline.judging.ledger import Judgment
 from pipeline.views import escape_markdown
 
 HIGHLIGHT = "orange-background"  # Streamlit's Markdown colour directive for a shared run
@@ -47,3 +48,13 @@ def highlighted(spans: Sequence[review.Span]) -> str:
 
 def reasons_line(reasons: Sequence[str]) -> str:
     return ", ".join(review.REASON_LABELS.get(r, r) for r in reasons)
+
+
+def prelabel_line(judgments: Sequence[Judgment]) -> str | None:
+    """Under the progress, when the LLM pre-label has made suggestions: its kappa with the human judgments of the
+    same texts ("LLM pre-label: kappa 0.66 with the human judgments over 120 pairs ..."); None without one."""
+    from pipeline.judging import prelabel
+
+    if all(j.human for j in judgments):
+        return None
+    return prelabel.human_agreement(judgments).describe()
