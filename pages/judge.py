@@ -9,7 +9,7 @@ import streamlit as st
 from pages import _ui as ui
 from pipeline import charts, contract, views
 from pipeline.errors import DriftwatchError
-from pipeline.judging import review
+from pipeline.judging import questions, review
 from pipeline.views import judge as judge_views
 
 REMEMBERED = "judge_name_remembered"  # session state: the name, kept while other pages are open
@@ -20,6 +20,14 @@ PROBLEM = "judge_problem"  # session state: a grade that could not be recorded, 
 def grade(pair: tuple[str, str], value: int) -> None:
     try:
         review.record(ui.data_dir(), *pair, value, st.session_state.get(judge_views.NAME_INPUT, ""))
+    except DriftwatchError as exc:
+        st.session_state[PROBLEM] = str(exc)
+
+
+def review_question(question_id: str, accept: bool) -> None:
+    try:
+        questions.review(ui.data_dir(), question_id, st.session_state.get(judge_views.NAME_INPUT, ""),
+                         accept=accept)
     except DriftwatchError as exc:
         st.session_state[PROBLEM] = str(exc)
 
@@ -84,5 +92,24 @@ else:
     buttons[-1].button("Skip", key=judge_views.SKIP_BUTTON, on_click=skip, args=(pair,), width="stretch",
                        shortcut=judge_views.SHORTCUTS[judge_views.SKIP_BUTTON])
     st.caption("Keys: 0, 1 and 2 grade, s skips. A skip is this session's only: the pair comes back last.")
+
+try:
+    drafts = judge_views.drafts_to_review(directory)
+except DriftwatchError as exc:
+    drafts = []
+    ui.error(str(exc))
+if drafts:
+    with st.container(key="judge_questions"):
+        st.subheader("Drafted questions for new documents")
+        st.caption(f"{len(drafts)} drafted by `driftwatch suggest-questions`, to review: an accepted question joins "
+                   "the maintained qrels (added_per_question.csv) from the next run.")
+        for draft in drafts[:judge_views.DRAFTS_SHOWN]:
+            text, accept_column, reject_column = st.columns([6, 1, 1])
+            text.markdown(views.escape_markdown(f"{draft.question}"))
+            text.caption(views.escape_markdown(judge_views.draft_caption(draft)))
+            accept_column.button("Accept", key=f"judge_accept_{draft.id}", on_click=review_question,
+                                 args=(draft.id, True), disabled=not name)
+            reject_column.button("Reject", key=f"judge_reject_{draft.id}", on_click=review_question,
+                                 args=(draft.id, False), disabled=not name)
 
 st.plotly_chart(charts.pool_figure(judge_views.pool_counts(state.pool), contract.POOL_REASONS), key="judge_chart")

@@ -431,8 +431,9 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
 
     Every target (the builtin pipelines, or the [[targets]]) is evaluated the same way; a target that fails
     is recorded in targets.csv (and alerted) and gets no metric rows that day, the others go on.
-    Order of writes: per_question, metrics, drift, signals, targets, (answers, sources), alerts, the [export.*] exporters (a failure
-    is noted in the row's events, never fatal; `seconds` stops before them), then runs, all under the run journal
+    Order of writes: per_question, added_per_question (the accepted drafted questions, once one is), metrics, drift,
+    signals, targets, (answers, sources), alerts, the [export.*] exporters (a failure is noted in the row's events,
+    never fatal; `seconds` stops before them), then runs, all under the run journal
     (`store.run_journal`): a run killed or failed before its end leaves the date's rows as they were, and a runs.csv
     row means the date's other rows are complete. Notification comes last and never fails the run.
     A store edited outside driftwatch since the last run's seal stops the run before its first write

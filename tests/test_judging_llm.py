@@ -27,8 +27,12 @@ from pipeline.job import run_day
 from pipeline.judging import ledger, prelabel, questions, review
 from pipeline.judging.ledger import Judgment
 from pipeline.views import gold_questions
+from pipeline.views import judge as judge_views
 from pipeline.views.judge import prelabel_line
 from tests.conftest import JUDGE_DAYS
+from tests.test_app import fresh_caches, open_app, rerun, visit  # noqa: F401 (fixtures)
+
+PAGE = "pages/judge.py"
 
 MODEL = "fake-rater"
 _QUERY = re.compile(r"^Query: (.*)$", re.M)
@@ -93,7 +97,8 @@ def test_prelabel_appends_llm_suggestions_that_never_leave_the_queue(judge_store
     got = ledger.read_judgments(judge_store.data_dir)
     assert [(j.question_id, j.doc_id) for j in got] == list(judge_store.queued)
     assert all(j.judge == "llm:fake-rater" and not j.human for j in got)
-    assert [j.grade for j in got] == [prelabel.UMBRELA_TO_GRADE[SCORES[q]] for q, _ in judge_store.queued] == [2, 1, 0, 0]
+    expected = [prelabel.UMBRELA_TO_GRADE[SCORES[q]] for q, _ in judge_store.queued]
+    assert [j.grade for j in got] == expected == [2, 1, 0, 0]
     state = review.load(judge_store.data_dir, gold)
     queued = list(zip(state.queue[contract.QUESTION_ID], state.queue[contract.DOC_ID]))
     assert queued == list(judge_store.queued)  # a suggestion is no judgment: every pair is still to judge
@@ -165,6 +170,23 @@ def test_a_model_a_monitored_pipeline_uses_is_refused(judge_store, server, capsy
     assert not llm.calls and not (judge_store.data_dir / contract.JUDGMENTS).exists()
 
 
+@pytest.mark.parametrize("section, message", [
+    ("", "judging.base_url: no OpenAI-compatible endpoint"),
+    ('\n[judging]\nbase_url = "http://127.0.0.1:9/v1"\n', "judging.model: name the judging LLM's model"),
+    ('\n[judging]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\napi_key_env = "DRIFTWATCH_TEST_UNSET_KEY"\n',
+     "judging.api_key_env: the environment variable DRIFTWATCH_TEST_UNSET_KEY is not set"),
+])
+def test_without_an_endpoint_or_model_both_commands_exit_2(judge_store, capsys, section, message):
+    text = judge_store.config.read_text(encoding="utf-8")
+    judge_store.config.write_text(text + section, encoding="utf-8")
+    assert main(["prelabel", "--config", str(judge_store.config)]) == 2
+    assert message in capsys.readouterr().err
+    assert main(["suggest-questions", "--config", str(judge_store.config), "--date", JUDGE_DAYS[0]]) == 2
+    assert message in capsys.readouterr().err
+    assert not (judge_store.data_dir / contract.JUDGMENTS).exists()
+    assert not (judge_store.data_dir / contract.QUESTIONS).exists()
+
+
 def test_monitored_use_names_every_model(tmp_path):
     from pipeline.config import Config, GenerationConfig, TargetConfig, monitored_use
 
@@ -217,7 +239,8 @@ def drafter(store, day: str):
     gold = gold_questions(store.data_dir.parent / "gold.jsonl")
     scripted = {doc_id: "What happened: " + " ".join(text.split()[:8]) + "?" for doc_id, text in docs.items()}
     scripted[gold["n42"].relevant_ids[0]] = gold["n42"].question
-    scripted[gold["n43"].relevant_ids[0]] = "Which disease does the first koala vaccine approved in Australia protect from?"
+    scripted[gold["n43"].relevant_ids[0]] = ("Which disease does the first koala vaccine approved in Australia "
+                                             "protect from?")
     scripted[max(docs)] = "What is it?"
     by_prompt = {questions.USER_PROMPT.format(document=" ".join(text.split())[:questions.MAX_PASSAGE_CHARS]):
                  scripted[doc_id] for doc_id, text in docs.items()}
@@ -316,3 +339,40 @@ def test_an_accepted_question_joins_added_per_question_and_per_question_is_uncha
     assert {r["run_date"] for r in rows} == {JUDGE_DAYS[1]}
     assert {r["pipeline"] for r in rows} == set(config.retrieval.pipelines)
     assert any(r["first_relevant_rank"] not in ("", "0") for r in rows)  # the question finds its document
+
+
+# --- the Judge page -------------------------------------------------------------------------------------------
+
+
+def test_the_judge_page_shows_the_suggestion_the_agreement_and_the_drafts(judge_store, server, open_app):  # noqa: F811
+    gold = gold_questions(judge_store.data_dir.parent / "gold.jsonl")
+    llm = Scripted(server, rater(gold))
+    configure(judge_store, llm.url)
+    assert main(["prelabel", "--config", str(judge_store.config)]) == 0
+    (q1, d1), *_ = judge_store.queued
+    review.record(judge_store.data_dir, q1, d1, 2, "ana")  # the first pair judged: the page shows the second
+    day = JUDGE_DAYS[0]
+    reply, _, _ = drafter(judge_store, day)
+    llm.reply = reply
+    assert main(["suggest-questions", "--config", str(judge_store.config), "--date", day]) == 0
+    drafts = list(questions.latest(judge_store.data_dir).values())
+    at = visit(open_app(judge_store.data_dir, config=judge_store.config), PAGE)
+    progress = at.get_by_key("judge_progress")
+    assert progress.caption[0].value == ("LLM pre-label: kappa n/a with the human judgments over 1 pairs "
+                                         "(relevant or not: n/a)")
+    item = at.get_by_key("judge_item")
+    captions = [c.value.replace("\\", "") for c in item.caption]
+    assert "LLM suggestion (not a judgment): 1 by llm:fake-rater" in captions
+    listed = at.get_by_key("judge_questions")
+    assert f"{len(drafts)} drafted" in listed.caption[0].value
+    flagged = next(d for d in drafts if d.flagged)
+    assert flagged.id not in " ".join(c.value for c in listed.caption[:judge_views.DRAFTS_SHOWN + 1])
+    first = next(d for d in drafts if not d.flagged)
+    assert at.button(key=f"judge_accept_{first.id}").disabled  # no name yet
+    at.text_input(key=judge_views.NAME_INPUT).input("ana")
+    rerun(at)
+    at.button(key=f"judge_accept_{first.id}").click()
+    rerun(at)
+    latest = questions.latest(judge_store.data_dir)[first.id]
+    assert latest.provenance == contract.PROVENANCE_REVIEWED and latest.judge == "ana"
+    assert f"{len(drafts) - 1} drafted" in at.get_by_key("judge_questions").caption[0].value

@@ -58,3 +58,21 @@ def prelabel_line(judgments: Sequence[Judgment]) -> str | None:
     if all(j.human for j in judgments):
         return None
     return prelabel.human_agreement(judgments).describe()
+
+
+DRAFTS_SHOWN = 20  # drafted questions listed on the page at once (the rest after these are reviewed)
+
+
+def drafts_to_review(data_dir) -> list:
+    """The drafted questions still to review (provenance generated), flagged ones last (QuestionError for a bad
+    questions.jsonl, naming its line)."""
+    from pipeline.judging import questions
+
+    found = [d for d in questions.latest(data_dir).values() if d.provenance == contract.PROVENANCE_GENERATED]
+    return sorted(found, key=lambda d: d.flagged)
+
+
+def draft_caption(draft) -> str:
+    found = (f"{draft.retriever} finds it at rank {draft.found_rank}" if draft.found_rank
+             else f"flagged: {draft.retriever} does not find it in the top 10")
+    return f"{draft.id} · from {draft.doc_id} ({draft.run_date}) · {found}"
