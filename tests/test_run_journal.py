@@ -53,8 +53,8 @@ ACCEPTED = {"id": "q-0123456789ab", "question": "Who walked out, stopping the Sa
 
 @pytest.fixture(scope="module")
 def history(tmp_path_factory, embedder) -> Path:
-    """Three real runs: a store holding every file a run writes, a corpus with every embedding cached and the
-    memo of the latest date (so a re-run of it in a subprocess loads no model)."""
+    """Three real runs: a store holding every file a run writes (an accepted drafted question: added_per_question.csv
+    too) and a corpus with every embedding cached (so a re-run in a subprocess loads no model)."""
     root = tmp_path_factory.mktemp("history")
     shutil.copytree(DATA / "e2e", root / "e2e")
     (root / "answers.jsonl").write_text("".join(json.dumps(line) + "\n" for line in LOGGED))
