@@ -307,6 +307,7 @@ def test_trends_draw_the_chosen_series(history, open_app):
 def test_trends_draw_the_maintained_series_and_the_qrels_versions(history, open_app, tmp_path):
     """Issue 24: once a human judged, the maintained series is drawn dashed beside the frozen one, each qrels version
     as a marker, and unjudged@k under the chosen metrics for both."""
+    from pipeline.gold import load_gold
     from pipeline.judging import ledger, qrels
     from pipeline.views import settings
 
@@ -314,7 +315,7 @@ def test_trends_draw_the_maintained_series_and_the_qrels_versions(history, open_
     shutil.copytree(history, data_dir)
     config = settings(data_dir).replace(data_dir=data_dir)  # (demo.toml names the fixture's directory)
     per_question = store.read_per_question(data_dir).query("k == 5")
-    gold = {q.id: q.relevant for q in qrels.load_gold(config.gold)}
+    gold = {q.id: q.relevant for q in load_gold(config.gold)}
     pairs = [(q, d) for q, r in zip(per_question["question_id"], per_question["retrieved"])
              for d in store.split_ids(r) if d not in gold[q]][:40]
     ledger.append_judgments(data_dir, [ledger.Judgment(q, d, 1, "ann", ledger.now(), "") for q, d in pairs])
