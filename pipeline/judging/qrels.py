@@ -119,6 +119,16 @@ def _rankings(data_dir: Path, per_question: pd.DataFrame | None) -> pd.DataFrame
     return frame
 
 
+def _days(values) -> list[str]:
+    return [store.iso_day(pd.Timestamp(d)) for d in values]
+
+
+def _as_text(days: pd.Series) -> pd.Series:
+    """A run_date column as YYYY-MM-DD text, each distinct day formatted once."""
+    distinct = pd.unique(days)
+    return days.map(dict(zip(distinct, _days(distinct))))
+
+
 # --- scoring ------------------------------------------------------------------------------------------------------
 
 def score(rankings: pd.DataFrame, qrels: dict[str, dict[str, int]], version: int) -> pd.DataFrame:
@@ -138,7 +148,7 @@ def score(rankings: pd.DataFrame, qrels: dict[str, dict[str, int]], version: int
         ids = list(deepest[contract.QUESTION_ID])
         ranked = [store.split_ids(r) if isinstance(r, str) else [] for r in deepest[contract.RETRIEVED]]
         result = metrics.evaluate(ranked, [qrels[q] for q in ids], ks)
-        out += metrics.mean_rows(result, store.iso_day(day), pipeline, ks)
+        out += metrics.mean_rows(result, store.iso_day(pd.Timestamp(day)), pipeline, ks)
     scored = pd.DataFrame(out, columns=list(contract.METRICS_COLUMNS))
     scored[contract.VERSION] = version
     return scored[columns]
@@ -185,7 +195,7 @@ def update(config: Config, run_date: date | str | None = None, *, per_question: 
     now = maintained(config)
     versions = read_versions(data_dir)
     rankings = _rankings(data_dir, per_question)
-    stored_dates = sorted({store.iso_day(d) for d in rankings[contract.RUN_DATE]}) if len(rankings) else []
+    stored_dates = sorted(_days(pd.unique(rankings[contract.RUN_DATE]))) if len(rankings) else []
     previous = int(versions[contract.VERSION].iloc[-1]) if len(versions) else None
     new_version = previous is None or versions[contract.QRELS_HASH].iloc[-1] != now.digest
     version = (previous or 0) + 1 if new_version else previous
@@ -197,14 +207,15 @@ def update(config: Config, run_date: date | str | None = None, *, per_question: 
             contract.N_QUESTIONS: len(now.questions), contract.N_JUDGMENTS: now.n_judgments,
             contract.N_RELEVANT: now.n_relevant, contract.QRELS_HASH: now.digest}])
     existing = read_maintained(data_dir)
-    existing = existing.assign(run_date=existing[contract.RUN_DATE].map(store.iso_day)) if len(existing) else existing
+    if len(existing):  # the days as written (YYYY-MM-DD text), converted once per distinct day
+        existing = existing.assign(run_date=_as_text(existing[contract.RUN_DATE]))
     stale = len(existing) and (existing[contract.VERSION] != version).any()
     if new_version or full or stale or existing.empty:
         dates = stored_dates
     else:
         have = set(existing[contract.RUN_DATE])
         dates = sorted({d for d in stored_dates if d not in have} | ({str(run_date)} & set(stored_dates)))
-    chosen = rankings[rankings[contract.RUN_DATE].map(store.iso_day).isin(dates)] if dates else rankings.iloc[:0]
+    chosen = rankings[rankings[contract.RUN_DATE].isin(pd.to_datetime(dates))] if dates else rankings.iloc[:0]
     scored = score(chosen, now.qrels, version)
     kept = (existing[existing[contract.RUN_DATE].isin(set(stored_dates) - set(dates))]
             if len(existing) else existing)
