@@ -330,3 +330,36 @@ def test_a_killed_run_leaves_the_maintained_files_as_they_were(judged, tmp_path,
     assert notes and "rolled back a run that did not finish" in notes[0]
     assert {n: (config.data_dir / n).read_bytes() for n in names} == before
     assert not list(config.data_dir.glob(".run-journal*"))
+
+
+def test_accepted_questions_rows_join_the_maintained_means(judged, tmp_path, monkeypatch):
+    """added_per_question.csv (the accepted drafted questions' rows, written by the run) joins the maintained means
+    when the question is in the maintained qrels: each mean is the earlier one with the new question's value added,
+    that value as the scalar metric functions compute it."""
+    from pipeline import metrics
+    from pipeline.gold import GoldQuestion
+
+    root = tmp_path / "copy"
+    shutil.copytree(judged["root"], root)
+    config = make_config(root)
+    before = _cells(qrels.read_maintained(config.data_dir)).set_index(MEANS)
+    per_question = store.read_per_question(config.data_dir)
+    added = per_question[per_question[contract.QUESTION_ID] == "n42"].assign(question_id="a1")
+    added = added.assign(run_date=added[contract.RUN_DATE].map(store.iso_day))
+    store.write_table(config.data_dir, contract.ADDED_PER_QUESTION, added)
+    store.seal(config.data_dir)  # as a run writes it (the drafted questions' code is another branch's)
+    grades = {"wcep-2025-09-10-74fd82690c": 2, "wcep-2025-09-11-0000000000": 0}
+    monkeypatch.setattr(qrels, "_accepted_questions", lambda _: [GoldQuestion("a1", "Where?", grades)])
+    done = qrels.rescore(config)
+    assert done.new_version and qrels.read_versions(config.data_dir)[contract.N_QUESTIONS].iloc[-1] == 10
+    after = _cells(qrels.read_maintained(config.data_dir)).set_index(MEANS)
+    scalar = {"hit": metrics.hit_at_k, "recall": metrics.recall_at_k, "precision": metrics.precision_at_k,
+              "mrr": metrics.reciprocal_rank, "ndcg": metrics.ndcg_at_k, "unjudged": metrics.unjudged_at_k}
+    top = added[added[contract.K] == 10].set_index([contract.RUN_DATE, contract.PIPELINE])[contract.RETRIEVED]
+    for key, row in after.iterrows():
+        day, pipeline, k, metric = key
+        value = scalar[metric](store.split_ids(top[(day, pipeline)]), grades, k)
+        old = before.loc[key]
+        assert row[contract.N_QUESTIONS] == old[contract.N_QUESTIONS] + 1
+        expected = (old[contract.VALUE] * old[contract.N_QUESTIONS] + value) / row[contract.N_QUESTIONS]
+        assert row[contract.VALUE] == pytest.approx(expected, abs=1e-12), key
