@@ -66,12 +66,12 @@ class ScriptedJudge:
         that the frozen gold set does not grade), not yet judged."""
         data_dir = config.data_dir
         wanted = {d.isoformat() for d in days}
-        if (data_dir / contract.POOL).exists():
+        gold = {q.id: q.relevant for q in load_gold(config.gold)}
+        if (data_dir / contract.POOL).exists():  # (its gold_changed and gold_deleted rows name gold documents)
             pool = store.read(data_dir, contract.POOL)
             pool = pool[pool[contract.RUN_DATE].map(store.iso_day).isin(wanted) & (pool[contract.CONTENT_HASH] != "")]
-            found = list(zip(pool[contract.QUESTION_ID], pool[contract.DOC_ID]))
+            found = [(q, d) for q, d in zip(pool[contract.QUESTION_ID], pool[contract.DOC_ID]) if d not in gold[q]]
         else:
-            gold = {q.id: q.relevant for q in load_gold(config.gold)}
             frame = store.read_per_question(data_dir)
             frame = frame[frame[contract.RUN_DATE].map(store.iso_day).isin(wanted)
                           & (frame[contract.K] == default_k(frame[contract.K].unique()))]
