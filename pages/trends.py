@@ -39,12 +39,22 @@ st.caption(f"Watched series only: dotted, the mean of the {rules.window} runs be
            "run notes. Series no rule watches show only their values (and a floor when one is configured).")
 if not chosen or not shown:
     st.info("Pick at least one metric and one pipeline.", icon=":material/info:")
-for metric in chosen:
+maintained_metrics, versions = ui.read(contract.MAINTAINED_METRICS), ui.read(contract.QRELS_VERSIONS)
+if len(maintained_metrics):
+    st.caption("Dashed: the same series re-scored over the whole history with the maintained qrels (the gold set "
+               "plus the human judgments, see Judge), beside the frozen gold set's; purple dash-dot lines: each "
+               "qrels version, at the first run date it scored. unjudged@k is shown below for both.")
+drawn = list(chosen)
+if len(maintained_metrics) and chosen and shown and "unjudged" not in drawn:
+    drawn.append("unjudged")  # the coverage of both qrels, under the chosen metrics
+for metric in drawn:
     name = views.series_name(metric, k)
     trend = trends_views.trend(metrics, per_question, metric, k, shown, rules, ks, start, end)
     points = views.between(views.alert_points(alerts, name, shown), start, end)
+    kept, marks = trends_views.maintained(maintained_metrics, versions, metric, k, shown, start, end)
     figure = charts.trend_figure(trend, views.metric_label(metric, k), points, events,
-                                 threshold_note=trends_views.threshold_note(metric, k, rules))
+                                 threshold_note=trends_views.threshold_note(metric, k, rules),
+                                 maintained=kept, versions=marks)
     st.plotly_chart(figure, key=f"trends_chart_{metric}")
 
 st.subheader("Persistence")

@@ -18,6 +18,7 @@ SEVERITY_COLOURS = {ALERT: "#D62728", WARNING: "#FF7F0E"}
 SEVERITY_SYMBOLS = {ALERT: "x", WARNING: "triangle-up"}
 REFERENCE_COLOUR, CURRENT_COLOUR = "#7F7F7F", "#D55E00"
 EVENT_COLOUR = "#555555"
+QRELS_COLOUR = "#6a3d9a"  # the qrels versions' markers on the Trends chart
 DATE_AXIS = "run date"
 DATE_HOVER = "%{x|%Y-%m-%d}"
 VALUE_FORMAT = ".4f"
@@ -150,11 +151,14 @@ def _spans(days: Sequence[pd.Timestamp]) -> list[tuple[pd.Timestamp, pd.Timestam
 
 
 def trend_figure(trend: pd.DataFrame, metric_label: str, points: pd.DataFrame | None = None,
-                 events: pd.DataFrame | None = None, *, threshold_note: str = "") -> go.Figure:
+                 events: pd.DataFrame | None = None, *, threshold_note: str = "",
+                 maintained: pd.DataFrame | None = None, versions: pd.DataFrame | None = None) -> go.Figure:
     """A metric@k as small multiples, one panel per pipeline (from `views.trends.trend`, which calls the rules'
     own functions): the series, and for a watched series only the drop rule's baseline and the band out to its
     firing edge and the slow-drift rule's edge; the configured floor; runs with an alert on the series shaded
-    (red: alert, orange: warning); run events as dotted lines. One short legend for every panel."""
+    (red: alert, orange: warning); run events as dotted lines. One short legend for every panel.
+    `maintained` (`views.trends.maintained`): the series re-scored with the maintained qrels, dashed beside the
+    frozen one in the pipeline's colour; `versions`: each qrels version as a vertical marker."""
     from plotly.subplots import make_subplots
 
     pipelines = list(pd.unique(trend["pipeline"]))
@@ -194,6 +198,18 @@ def trend_figure(trend: pd.DataFrame, metric_label: str, points: pd.DataFrame | 
             marker={"size": 4}, showlegend=False, name=pipeline,
             hovertemplate=f"{DATE_HOVER}<br>{pipeline} {hover_text(metric_label)}: %{{y:{VALUE_FORMAT}}}<extra></extra>"),
             row=1, col=col)
+        kept = maintained[maintained["pipeline"] == pipeline] if maintained is not None else None
+        if kept is not None and len(kept):
+            fig.add_trace(go.Scatter(
+                x=kept["run_date"], y=kept["value"], mode="lines", line={"color": colour, "width": 2, "dash": "dash"},
+                **legend("maintained qrels (dashed)"),
+                hovertemplate=(f"{DATE_HOVER}<br>{pipeline} {hover_text(metric_label)}, maintained qrels: "
+                               f"%{{y:{VALUE_FORMAT}}}<extra></extra>")), row=1, col=col)
+        for day, label in ([] if versions is None else zip(versions["run_date"], versions["label"])):
+            fig.add_vline(x=day, line={"color": QRELS_COLOUR, "width": 1.5, "dash": "dashdot"}, row=1, col=col)
+            if col == 1:
+                fig.add_annotation(x=day, y=0.02, yref="y domain", text=hover_text(label), showarrow=False,
+                                   xanchor="left", font={"size": 10, "color": QRELS_COLOUR}, row=1, col=1)
         if points is not None and len(points):
             mine = points[points["pipeline"].fillna("") == pipeline]
             for severity in (WARNING, ALERT):  # alert spans drawn over warning spans

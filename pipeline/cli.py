@@ -280,6 +280,16 @@ def build_parser() -> argparse.ArgumentParser:
     sug.add_argument("--json", action="store_true", help="with --list: one JSON object a line")
     _common(sug)
 
+    rescore = sub.add_parser("rescore", help="re-score the whole history with the maintained qrels now",
+                             description="Re-score every stored run date (per_question.csv's retrieved lists; no "
+                                         "retrieval runs again) with the maintained qrels (the gold set plus the "
+                                         "human judgments of judgments.jsonl), writing maintained_metrics.csv and, "
+                                         "when the qrels changed, a qrels_versions.csv row; prints the version, the "
+                                         "dates and the seconds. The daily run does the same incrementally.")
+    rescore.add_argument("--accept-edits", action="store_true",
+                         help="trust CSVs edited outside driftwatch since the last run (see accept-edits)")
+    _common(rescore)
+
     dash = sub.add_parser("dashboard", aliases=["app"],
                           help="serve the dashboard to this machine only (the installed app.py, from any directory)",
                           description="Serve the Streamlit dashboard (app.py of the repository or of the installed "
@@ -677,6 +687,15 @@ def _dashboard(args: argparse.Namespace) -> int:
     return EXIT_OK if stopping else code
 
 
+def _rescore(args: argparse.Namespace) -> int:
+    from pipeline.judging import qrels
+
+    config = load_config(args.config, data_dir=args.data_dir)
+    done = qrels.rescore(config, accept_edits=args.accept_edits)
+    print(done.describe())
+    return EXIT_OK
+
+
 def _judge(args: argparse.Namespace) -> int:
     import json
 
@@ -890,7 +909,7 @@ COMMANDS = {"run": _run, "backfill": _backfill, "rebaseline": _rebaseline, "eval
             "simulate": _simulate, "documents": _documents, "report": _report, "evidently-report": _evidently_report,
             "init": _init, "check": _check, "accept-edits": _accept_edits,
             "dashboard": _dashboard,
-            "judge": _judge, "prelabel": _prelabel, "suggest-questions": _suggest_questions,
+            "judge": _judge, "prelabel": _prelabel, "suggest-questions": _suggest_questions, "rescore": _rescore,
             "app": _dashboard, "export": _export, "serve-metrics": _serve_metrics}
 
 

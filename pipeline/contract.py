@@ -281,3 +281,20 @@ QUESTION_KEYS = ("id", "question", "doc_id", "content_hash", "run_date", "proven
                  "found_rank", "flagged")
 ADDED_PER_QUESTION = "added_per_question.csv"
 SCHEMAS[ADDED_PER_QUESTION] = PER_QUESTION_COLUMNS
+# The maintained qrels (pipeline/judging/qrels.py): the frozen gold set plus the humans' latest judgments and the
+# accepted drafted questions. Each distinct content (its hash) is a version; qrels_versions.csv gains a row when the
+# maintained qrels change and never rewrites one. Its `run_date` is the latest run date of the history when the
+# version was made (the first run date whose series it scored), so the file stays sorted by date as every CSV of the
+# store; `created` the time (UTC) it was recorded; `n_questions` the questions, `n_judgments` the human judgments
+# applied, `n_relevant` the (question, document) pairs graded relevant; `qrels_hash` the SHA-256 of its sorted content.
+QRELS_VERSIONS = "qrels_versions.csv"
+QRELS_VERSIONS_COLUMNS = ("run_date", "version", "created", "n_questions", "n_judgments", "n_relevant", "qrels_hash")
+# The maintained series: every metric of metrics.csv per run date, pipeline and k, re-scored over the whole history
+# from the stored rankings (per_question.csv `retrieved`, and added_per_question.csv's rows) with the current maintained
+# qrels; `version` names the qrels version that scored it. Rewritten whole when the qrels change.
+MAINTAINED_METRICS = "maintained_metrics.csv"
+MAINTAINED_METRICS_COLUMNS = (*METRICS_COLUMNS, "version")
+SCHEMAS.update({QRELS_VERSIONS: QRELS_VERSIONS_COLUMNS, MAINTAINED_METRICS: MAINTAINED_METRICS_COLUMNS})
+VERSION, CREATED, N_JUDGMENTS, N_RELEVANT, QRELS_HASH = "version", "created", "n_judgments", "n_relevant", "qrels_hash"
+TEXT_COLUMNS = TEXT_COLUMNS | {CREATED, QRELS_HASH}
+INT_COLUMNS = INT_COLUMNS | {VERSION, N_JUDGMENTS, N_RELEVANT}

@@ -32,8 +32,10 @@ from pipeline.corpus import check_file as check_corpus
 from pipeline.embeddings import Embedded, Embedder, EmbedderError, EmbeddingStopped, embed_cached, locate_model
 from pipeline.exporters import export, with_events
 from pipeline.gold import GoldQuestion, load_gold
+from pipeline.judging import qrels
 from pipeline.judging import questions as drafted
-from pipeline.metrics import MEAN_NAMES, METRICS, default_k, evaluate
+from pipeline.judging.ledger import read_judgments
+from pipeline.metrics import METRICS, default_k, evaluate, mean_rows
 from pipeline.retrieval import RERANKER, Ranking, Reranker, Retriever
 from pipeline.sources import Caps, Document, FeedError, FeedOutcome, collect
 from pipeline.targets import Outcome, Target, evaluate_target, external_targets
@@ -258,11 +260,8 @@ def ranking_rows(config: Config, pipeline: str, rankings: Sequence[Ranking], gol
     metric_rows: list[dict] = []
     question_rows: list[dict] = []
     result = evaluate([r.doc_ids for r in rankings], qrels, ks)
+    metric_rows += mean_rows(result, day, pipeline, ks)
     for k in ks:
-        for name in METRICS:
-            value, n = result.mean(name, k)
-            metric_rows.append({"run_date": day, "pipeline": pipeline, "k": k, "metric": MEAN_NAMES[name],
-                                "value": value, "n_questions": n})
         per_k = result.values[k]
         for i, q in enumerate(gold):
             question_rows.append({
@@ -446,6 +445,7 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
     # Bad input (an edited store too) stops the run before anything is written.
     gold, externals = check_inputs(config, run_date, embedder, accept_edits)
     added = drafted.accepted_gold(data_dir, run_date)  # accepted drafted questions: added_per_question.csv
+    read_judgments(data_dir)  # a bad judgments.jsonl line (JudgmentError naming it) stops the run here too
     builtin = builtin_pipelines(config)
     depth = config.retrieval.candidate_depth
     with (store.run_lock(data_dir), Corpus.in_dir(data_dir) as corpus,
@@ -616,13 +616,16 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                 [d for q in gold for d in q.relevant_ids], embedder)
             store.replace_date(data_dir, contract.INDEX_HEALTH, run_date, health_rows)
             run["events"] = "; ".join(e for e in (run["events"], *unread) if e)
-        alerts, to_notify = evaluate_run_alerts(config, run_date, run,
-                                                store.with_rows(stored_questions, contract.PER_QUESTION, run_date,
-                                                                question_rows), members)
+        now_questions = store.with_rows(stored_questions, contract.PER_QUESTION, run_date, question_rows)
+        alerts, to_notify = evaluate_run_alerts(config, run_date, run, now_questions, members)
         notifying = notify and config.alerts.webhook_url is not None
         if notifying:  # before alerts.csv: a run killed from here on still leaves them to deliver
             enqueue(data_dir, to_notify)
         store.replace_date(data_dir, contract.ALERTS, run_date, alerts_frame(alerts))
+        # The maintained series (the gold set plus the human judgments), re-scored from the stored rankings.
+        rescored = qrels.update(config, run_date, per_question=now_questions)
+        if rescored is not None and rescored.new_version:
+            run["events"] = "; ".join(e for e in (run["events"], rescored.describe()) if e)
         run["seconds"] = round(time.perf_counter() - t0, 3)
         run["finished_at"] = _now()
         run["events"] = with_events(run["events"], export(config, [run_date], pending=run, corpus=corpus))

@@ -210,6 +210,13 @@ class Evaluation:
         return Mean(float(defined.mean()) if defined.size else math.nan, int(defined.size))
 
 
+def mean_rows(result: Evaluation, run_date: str, pipeline: str, ks: Sequence[int] | None = None) -> list[dict]:
+    """metrics.csv's rows of one evaluation: each metric's mean and its n at each k (`ks`, else the evaluated)."""
+    return [{"run_date": run_date, "pipeline": pipeline, "k": k, "metric": MEAN_NAMES[name], "value": mean.value,
+             "n_questions": mean.count}
+            for k in (result.ks if ks is None else ks) for name in METRICS for mean in (result.mean(name, k),)]
+
+
 def _left_aligned(flat: np.ndarray, lengths: np.ndarray, width: int) -> np.ndarray:
     """Ragged rows, concatenated in flat, left-aligned in a (len(lengths), width) matrix padded with 0."""
     matrix = np.zeros((len(lengths), width))

@@ -24,7 +24,7 @@ import pandas as pd
 from pipeline import jsonl, memo
 from pipeline.redact import redact
 from pipeline.contract import (ADDED_COLUMNS, AGREEMENT, ALERTS, ANSWERS_DIR, DRIFT, GENERATION, INT_COLUMNS,
-                               METRICS, PER_ANSWER, PER_QUESTION, RUN_DATE, RUNS, SCHEMAS, SIGNALS, SOURCES, TARGETS,
+                               MAINTAINED_METRICS, METRICS, PER_ANSWER, QRELS_VERSIONS, PER_QUESTION, RUN_DATE, RUNS, SCHEMAS, SIGNALS, SOURCES, TARGETS,
                                TEXT_COLUMNS, UPSTREAM_TEXT_COLUMNS)
 from pipeline.contract import SEGMENT_QUESTIONS, SEGMENTS
 from pipeline.contract import CANARY
@@ -85,6 +85,9 @@ _TEMPORARY = re.compile(r"\..+\.(?P<pid>\d+)\.tmp")  # what `atomic_write` leave
 RUN_PARTS = (PER_QUESTION, ADDED_PER_QUESTION, METRICS, DRIFT, ALERTS, SIGNALS, TARGETS, GENERATION, PER_ANSWER,
              AGREEMENT, SOURCES,
              SEGMENTS, SEGMENT_QUESTIONS, CANARY)
+# The files a run rewrites whole (not by date): the run journal keeps each as it was (a hard link: every write of them
+# replaces the file by a rename, so the link keeps the old bytes) and a roll back puts it back.
+WHOLE_PARTS = (QRELS_VERSIONS, MAINTAINED_METRICS)
 
 
 def _legacy_columns(name: str) -> tuple[str, ...] | None:
@@ -546,12 +549,33 @@ def roll_back_appends(data_dir: Path) -> list[Path]:
 
 
 def write_table(data_dir: Path, name: str, rows: pd.DataFrame | Sequence[dict]) -> None:
-    """Replace a whole CSV at once, atomically (bulk imports and benchmarks; the job uses `replace_date`)."""
+    """Replace a whole CSV at once, atomically (bulk imports, benchmarks and the files of WHOLE_PARTS; the job's
+    per-date files use `replace_date`)."""
     path = Path(data_dir) / name
     path.parent.mkdir(parents=True, exist_ok=True)
     frame = _frame(rows, name).sort_values(RUN_DATE, kind="stable")
     body = frame.to_csv(index=False, lineterminator="\n").encode()
     atomic_write(path, lambda f: f.write(body))
+
+
+def add_rows(data_dir: Path, name: str, rows: pd.DataFrame | Sequence[dict]) -> None:
+    """Add `rows` after the file's rows, whose bytes are kept as they are (an append-only file of WHOLE_PARTS), by
+    an atomic rewrite, never in place: a run journal's hard link keeps the file as it was. The rows' run dates
+    must not be before the file's last one (the store keeps rows sorted by date)."""
+    path = Path(data_dir) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame = _frame(rows, name)
+    if frame.empty:
+        return
+    first = min(str(d)[:10] for d in frame[RUN_DATE])
+    old = path.read_bytes() if path.exists() and _size(path) else b""
+    if old:
+        _check_edges(path)
+        last = _last_run_date(path)
+        if last is not None and first < last:
+            raise ValueError(f"{name}: rows of {first} cannot follow the file's last date, {last}")
+    body = frame.to_csv(index=False, header=not old, lineterminator="\n").encode()
+    atomic_write(path, lambda f: (f.write(old), f.write(body)))
 
 
 def read(data_dir: Path, name: str) -> pd.DataFrame:
@@ -734,7 +758,9 @@ def recover(data_dir: Path, accept_edits: bool = False) -> list[str]:
     if found and not accept_edits:
         refuse_edits(data_dir, found)
     notes = [note] if (note := _roll_back_run(data_dir)) else []
-    (data_dir / _JOURNAL_ANSWERS).unlink(missing_ok=True)  # the copy of a journal that was never written
+    (data_dir / _JOURNAL_ANSWERS).unlink(missing_ok=True)  # the copies of a journal that was never written
+    for name in WHOLE_PARTS:
+        _whole_copy(data_dir, name).unlink(missing_ok=True)
     if sealed_run and not found:
         seal(data_dir)
     elif not sealed_run:
@@ -812,6 +838,8 @@ def run_journal(data_dir: Path, run_date: date | str, accept_edits: bool = False
     (data_dir / RUN_JOURNAL).unlink()
     _fsync_dir(data_dir)
     (data_dir / _JOURNAL_ANSWERS).unlink(missing_ok=True)
+    for name in WHOLE_PARTS:
+        _whole_copy(data_dir, name).unlink(missing_ok=True)
 
 
 def _records(data_dir: Path, day: str) -> Path:
@@ -819,16 +847,33 @@ def _records(data_dir: Path, day: str) -> Path:
     return data_dir / ANSWERS_DIR / f"{day}.jsonl"
 
 
+def _whole_copy(data_dir: Path, name: str) -> Path:
+    """Where the run journal keeps a file of WHOLE_PARTS as it was before the run."""
+    return data_dir / f".run-journal.{name}"
+
+
+def _keep(source: Path, backup: Path) -> None:
+    """`backup` becomes the bytes of `source` as they are: a hard link (every write of `source` replaces it by a
+    rename, so the link keeps the old file), or a copy on a file system without hard links."""
+    backup.unlink(missing_ok=True)
+    try:
+        os.link(source, backup)
+    except OSError:
+        shutil.copyfile(source, backup)
+
+
 def _begin_run(data_dir: Path, day: str) -> None:
-    """Write the journal of a run of `day` (see `run_journal`), after keeping the date's answers file beside it."""
+    """Write the journal of a run of `day` (see `run_journal`), after keeping the date's answers file and the files
+    of WHOLE_PARTS beside it."""
     records, backup = _records(data_dir, day), data_dir / _JOURNAL_ANSWERS
     answers = records.exists()
     if answers:  # before the journal, so that a journal always has its copy
-        backup.unlink(missing_ok=True)
-        try:
-            os.link(records, backup)  # the answers file is replaced by a rename: the link keeps the old one
-        except OSError:  # a file system without hard links
-            shutil.copyfile(records, backup)
+        _keep(records, backup)  # the answers file is replaced by a rename: the link keeps the old one
+    whole = {}
+    for name in WHOLE_PARTS:
+        whole[name] = (data_dir / name).exists()
+        if whole[name]:
+            _keep(data_dir / name, _whole_copy(data_dir, name))
     stored = day in _dates(data_dir / RUNS)
     files = {}
     for name in (*RUN_PARTS, RUNS):
@@ -842,12 +887,14 @@ def _begin_run(data_dir: Path, day: str) -> None:
                 data = f.read()
             start, end = _date_span(data, day)
             files[name] = data[start:end].decode("utf-8", "surrogateescape")  # any bytes, back as they were
-    body = json.dumps({"format": _JOURNAL_FORMAT, "run_date": day, "files": files, "answers": answers}).encode()
+    body = json.dumps({"format": _JOURNAL_FORMAT, "run_date": day, "files": files, "answers": answers,
+                       "whole": whole}).encode()
     atomic_write(data_dir / RUN_JOURNAL, lambda f: f.write(body))
 
 
-def _read_journal(path: Path) -> tuple[str, dict[str, str | None], bool]:
-    """The run date, each file's old rows (None: the file did not exist) and whether an answers file existed."""
+def _read_journal(path: Path) -> tuple[str, dict[str, str | None], bool, dict[str, bool]]:
+    """The run date, each file's old rows (None: the file did not exist), whether an answers file existed and
+    whether each file of WHOLE_PARTS existed (a journal written before WHOLE_PARTS: none kept)."""
     why = ""
     try:
         value = jsonl.loads_bounded(path.read_text(encoding="utf-8"), path)
@@ -856,12 +903,14 @@ def _read_journal(path: Path) -> tuple[str, dict[str, str | None], bool]:
     ok = (isinstance(value, dict) and value.get("format") == _JOURNAL_FORMAT
           and isinstance(value.get("run_date"), str) and _is_date(value["run_date"])
           and isinstance(value.get("files"), dict) and isinstance(value.get("answers"), bool)
-          and all(name in SCHEMAS and (rows is None or isinstance(rows, str)) for name, rows in value["files"].items()))
+          and all(name in SCHEMAS and (rows is None or isinstance(rows, str)) for name, rows in value["files"].items())
+          and isinstance(value.get("whole", {}), dict)
+          and all(name in WHOLE_PARTS and isinstance(was, bool) for name, was in value.get("whole", {}).items()))
     if not ok:
         raise StoreSchemaError(
             f"{path}: not a driftwatch run journal{f' ({why})' if why else ''}. It holds the rows a run that did not "
             "finish replaced, to put them back: restore it from a backup, or delete it to keep what that run wrote")
-    return value["run_date"], value["files"], value["answers"]
+    return value["run_date"], value["files"], value["answers"], value.get("whole", {})
 
 
 def _roll_back_run(data_dir: Path) -> str | None:
@@ -871,7 +920,7 @@ def _roll_back_run(data_dir: Path) -> str | None:
     path = data_dir / RUN_JOURNAL
     if not path.exists():
         return None
-    day, files, answers = _read_journal(path)
+    day, files, answers, whole = _read_journal(path)
     for name, rows in files.items():
         target = data_dir / name
         if rows is None:  # the run made the file
@@ -883,6 +932,13 @@ def _roll_back_run(data_dir: Path) -> str | None:
         records.unlink(missing_ok=True)
     elif backup.exists():  # (else an earlier roll back already put it back)
         os.replace(backup, records)
+    for name, existed in whole.items():
+        target, kept = data_dir / name, _whole_copy(data_dir, name)
+        if not existed:  # the run made the file
+            target.unlink(missing_ok=True)
+        elif kept.exists():  # (else an earlier roll back already put it back)
+            os.replace(kept, target)
+            kept.unlink(missing_ok=True)  # (a rename onto a link of the same file leaves both names)
     path.unlink()
     _fsync_dir(data_dir)
     note = f"{day}: rolled back a run that did not finish (every file holds its rows of {day} as before it)"

@@ -304,6 +304,38 @@ def test_trends_draw_the_chosen_series(history, open_app):
     assert any(label.startswith(events["events"].iloc[0][:20]) for label in labels)
 
 
+def test_trends_draw_the_maintained_series_and_the_qrels_versions(history, open_app, tmp_path):
+    """Issue 24: once a human judged, the maintained series is drawn dashed beside the frozen one, each qrels version
+    as a marker, and unjudged@k under the chosen metrics for both."""
+    from pipeline.gold import load_gold
+    from pipeline.judging import ledger, qrels
+    from pipeline.views import settings
+
+    data_dir = tmp_path / "store"
+    shutil.copytree(history, data_dir)
+    config = settings(data_dir).replace(data_dir=data_dir)  # (demo.toml names the fixture's directory)
+    per_question = store.read_per_question(data_dir).query("k == 5")
+    gold = {q.id: q.relevant for q in load_gold(config.gold)}
+    pairs = [(q, d) for q, r in zip(per_question["question_id"], per_question["retrieved"])
+             for d in store.split_ids(r) if d not in gold[q]][:40]
+    ledger.append_judgments(data_dir, [ledger.Judgment(q, d, 1, "ann", ledger.now(), "") for q, d in pairs])
+    assert qrels.rescore(config).version == 1
+    at = visit(open_app(data_dir), "pages/trends.py")
+    at.multiselect(key="trends_metrics").set_value(["recall"])
+    at.selectbox(key="trends_k").set_value(5)
+    rerun(at)
+    maintained = qrels.read_maintained(data_dir).query("metric == 'recall' and k == 5")
+    for key in ("trends_chart_recall", "trends_chart_unjudged"):
+        spec = figure(at, key)
+        dashed = [t for t in spec["data"] if t.get("legendgroup") == "maintained qrels (dashed)"]
+        assert dashed and all(t["line"]["dash"] == "dash" for t in dashed)
+        assert any(a["text"] == "qrels v1" for a in spec["layout"]["annotations"])
+    spec = figure(at, "trends_chart_recall")
+    dense = [t for t in spec["data"] if t.get("legendgroup") == "maintained qrels (dashed)" and t["xaxis"] ==
+             [u for u in spec["data"] if u.get("name") == "dense"][0]["xaxis"]][0]
+    assert dense["y"] == maintained.query("pipeline == 'dense'")["value"].tolist()
+
+
 def regressions_by_hand(data_dir: Path, pipeline: str, k: int, then, now) -> set[str]:
     """Questions whose recall@k fell, or whose first relevant rank worsened (0: not retrieved), from then to now."""
     per_q = store.read_per_question(data_dir).query("pipeline == @pipeline and k == @k")

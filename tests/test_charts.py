@@ -245,3 +245,19 @@ def test_sparklines_with_few_runs_print_each_date_once(days):
         labels = tick_labels(axis)
         assert labels and len(labels) == len(set(labels)) and len(labels) <= charts.SPARK_TICKS
         assert pd.Timestamp(axis.range[1]) <= dates[-1] + pd.Timedelta(days=1)
+
+
+def test_trend_figure_draws_the_maintained_series_dashed_and_each_qrels_version_as_a_marker():
+    maintained = trend_frame()[["run_date", "pipeline", "value"]].assign(value=lambda f: f["value"] + 0.05)
+    versions = pd.DataFrame({"run_date": [DAYS[1]], "label": ["qrels v1"], "note": ["qrels v1: 3 judgments"]})
+    fig = charts.trend_figure(trend_frame(), "recall@5", maintained=maintained, versions=versions)
+    dashed = [t for t in fig.data if t.legendgroup == "maintained qrels (dashed)"]
+    assert [t.xaxis for t in dashed] == ["x", "x2"]  # beside the frozen series, in each pipeline's panel
+    assert [round(v, 2) for v in dashed[0].y] == [0.55, 0.65, 0.45] and dashed[0].line.dash == "dash"
+    assert dashed[0].line.color == traces(fig)["bm25"].line.color
+    assert sum(t.showlegend for t in dashed) == 1  # one legend entry
+    marks = [s for s in fig.layout.shapes if s.type == "line" and s.line.color == charts.QRELS_COLOUR]
+    assert len(marks) == 2 and {pd.Timestamp(s.x0) for s in marks} == {DAYS[1]}  # one per panel, at its date
+    assert [a.text for a in fig.layout.annotations if a.text == "qrels v1"] == ["qrels v1"]
+    plain = charts.trend_figure(trend_frame(), "recall@5")  # nothing judged: the chart as before
+    assert not [t for t in plain.data if t.legendgroup == "maintained qrels (dashed)"]

@@ -275,3 +275,54 @@ def test_a_hand_edit_then_a_run_loses_no_row(history, tmp_path, embedder, caplog
         assert f"{name}: {len(orphaned[name])} rows of {orphan.isoformat()}" in caplog.text
         assert f"{name}: {len(orphaned[name])} rows of {orphan.isoformat()}" in result.run["events"]
     assert store.read_runs(config.data_dir)["events"].iloc[-1 if day == NEXT else 1] == result.run["events"]
+
+
+# --- the files a run rewrites whole (store.WHOLE_PARTS): the maintained qrels' series and versions ----------------
+
+WHOLE_DRIVER = """
+import os, sys
+from datetime import date
+from pathlib import Path
+sys.path.insert(0, {root!r})
+from pipeline import store
+from pipeline.job import run_day
+from tests.test_run_journal import make_config
+write = getattr(store, {target!r})
+def killing(*args, **kwargs):
+    write(*args, **kwargs)
+    os._exit(9)
+setattr(store, {target!r}, killing)
+run_day(make_config(Path({out!r})), date.fromisoformat({day!r}), notify=False)
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("target", ["add_rows", "write_table"], ids=["after qrels_versions", "after maintained"])
+def test_a_rerun_killed_after_a_whole_file_write_leaves_the_store_as_it_was(history, tmp_path, embedder, target):
+    """A judgment since the last run: the re-run adds a qrels version (qrels_versions.csv) and rewrites
+    maintained_metrics.csv whole, after alerts.csv. Killed after either, the next recover puts every file back, byte
+    for byte, the whole files from the journal's hard links; the run after that writes what an uninterrupted one
+    does."""
+    from pipeline.judging import ledger
+
+    config = copy(history, tmp_path / "root")
+    ledger.append_judgments(config.data_dir, [ledger.Judgment("q1", "e2e-tram", 0, "ann", ledger.now(), "")])
+    run_day(config, DAYS[-1], embedder=embedder, notify=False)  # the first version and series
+    assert (config.data_dir / contract.MAINTAINED_METRICS).exists()
+    ledger.append_judgments(config.data_dir, [ledger.Judgment("q2", "e2e-ferry-strike", 1, "ann", ledger.now(), "")])
+    old = stored(config.data_dir)
+    driver = WHOLE_DRIVER.format(root=str(ROOT), target=target, out=str(tmp_path / "root"), day=DAYS[-1].isoformat())
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=300, check=False)
+    assert done.returncode == 9, done.stderr
+    assert stored(config.data_dir) != old
+    with store.run_lock(config.data_dir):
+        (note,) = store.recover(config.data_dir)
+    assert note.startswith(f"{DAYS[-1]}: rolled back a run that did not finish")
+    assert stored(config.data_dir) == old
+    assert not list(config.data_dir.glob(".run-journal*"))
+    result = run_day(config, DAYS[-1], embedder=embedder, notify=False)
+    assert "qrels v2 (new; was qrels v1)" in result.run["events"]
+    versions = store.read(config.data_dir, contract.QRELS_VERSIONS)
+    assert list(versions["version"]) == [1, 2]

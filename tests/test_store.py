@@ -559,6 +559,61 @@ def test_a_journal_left_by_a_dead_run_is_rolled_back_by_recover_even_if_that_is_
     assert _stored(tmp_path) == before
 
 
+def _maintained(data_dir: Path, value: float) -> None:
+    """maintained_metrics.csv rewritten whole and a qrels_versions.csv row added, as pipeline/judging/qrels.py does."""
+    store.write_table(data_dir, contract.MAINTAINED_METRICS, [
+        {**row, "version": 1} for d in ("2026-11-02", "2026-11-03") for row in metric_rows(d, value)])
+    store.add_rows(data_dir, contract.QRELS_VERSIONS, [{
+        "run_date": "2026-11-03", "version": 1, "created": "2026-11-03T06:00:00+00:00", "n_questions": 3,
+        "n_judgments": int(value * 10), "n_relevant": 4, "qrels_hash": f"{value}"}])
+
+
+@pytest.mark.parametrize("existed", [True, False], ids=["files kept whole", "files the run made"])
+def test_the_files_rewritten_whole_are_put_back_by_a_roll_back_and_by_recover(tmp_path, existed):
+    """store.WHOLE_PARTS: a run rewrites them whole (not by date); its journal keeps them (a hard link), and a run
+    that raises, or one killed and then recovered, leaves them as they were: removed when the run made them."""
+    assert set(store.WHOLE_PARTS) == {contract.MAINTAINED_METRICS, contract.QRELS_VERSIONS}
+    for d in ("2026-11-02", "2026-11-03"):
+        _complete_run(tmp_path, d)
+    if existed:
+        _maintained(tmp_path, 0.5)
+    store.seal(tmp_path)
+    before = _stored(tmp_path)
+    with pytest.raises(RuntimeError, match="killed"), store.run_journal(tmp_path, "2026-11-03"):
+        _maintained(tmp_path, 0.9)
+        raise RuntimeError("killed")
+    assert _stored(tmp_path) == before
+    store._begin_run(tmp_path, "2026-11-03")  # a run killed after these writes: the next recover rolls back
+    _maintained(tmp_path, 0.9)
+    if existed:  # the copy is the old file, not the new one
+        assert (tmp_path / f".run-journal.{contract.MAINTAINED_METRICS}").read_bytes() == \
+            before[contract.MAINTAINED_METRICS]
+    assert _stored(tmp_path) != before
+    (note,) = store.recover(tmp_path)
+    assert note.startswith("2026-11-03: rolled back a run that did not finish")
+    assert _stored(tmp_path) == before
+    with store.run_journal(tmp_path, "2026-11-03"):  # a run that finishes: kept, sealed, no copy left behind
+        _maintained(tmp_path, 0.9)
+    assert store.read(tmp_path, contract.MAINTAINED_METRICS)["value"].tolist() == [0.9] * 4
+    assert store._as_sealed(tmp_path, store._sealed(tmp_path))
+    assert not list(tmp_path.glob(".run-journal*"))
+
+
+def test_add_rows_keeps_the_rows_before_and_refuses_an_earlier_date(tmp_path):
+    _maintained(tmp_path, 0.5)
+    path = tmp_path / contract.QRELS_VERSIONS
+    first = path.read_bytes()
+    store.add_rows(tmp_path, contract.QRELS_VERSIONS, [{
+        "run_date": "2026-11-04", "version": 2, "created": "2026-11-04T06:00:00+00:00", "n_questions": 3,
+        "n_judgments": 6, "n_relevant": 5, "qrels_hash": "b"}])
+    assert path.read_bytes().startswith(first) and store.check_file(path) == "2026-11-04"
+    with pytest.raises(ValueError, match="rows of 2026-11-01 cannot follow the file's last date, 2026-11-04"):
+        store.add_rows(tmp_path, contract.QRELS_VERSIONS, [{
+            "run_date": "2026-11-01", "version": 3, "created": "", "n_questions": 3, "n_judgments": 6,
+            "n_relevant": 5, "qrels_hash": "c"}])
+    assert list(store.read(tmp_path, contract.QRELS_VERSIONS)["version"]) == [1, 2]
+
+
 @pytest.mark.parametrize("journal", [b'{"format": 1, "run_date": "2026-11-03", "fil', b"[]",
                                      (b'{"format": 1, "run_date": "2026-11-03", "answers": false, '
                                       b'"files": {"../metrics.csv": ""}}')])

@@ -12,6 +12,7 @@ from pipeline import series
 from pipeline.config import AlertsConfig
 from pipeline.metrics import metric_info
 from pipeline.contract import K, METRIC, PIPELINE, RUN_DATE, VALUE
+from pipeline.judging import qrels
 from pipeline.views import (between, series_name, values_of)
 
 
@@ -49,3 +50,13 @@ def threshold_note(metric: str, k: int, config: AlertsConfig) -> str:
 
 
 
+
+
+def maintained(maintained_metrics: pd.DataFrame, versions: pd.DataFrame, metric: str, k: int,
+               pipelines: Sequence[str], start: date | None = None, end: date | None = None
+               ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The maintained series of metric@k (re-scored with the maintained qrels: pipeline/judging/qrels.py's
+    `maintained_trend`) and each qrels version as a marker (`version_marks`), cut to [start, end]; both empty when
+    nothing is judged yet (no maintained_metrics.csv)."""
+    return (between(qrels.maintained_trend(maintained_metrics, metric, k, pipelines), start, end),
+            between(qrels.version_marks(versions), start, end))
