@@ -13,18 +13,19 @@ import shutil
 import time
 from datetime import date
 
+import pandas as pd
 import pytest
 from pytest_httpserver import HTTPServer
 from sklearn.metrics import cohen_kappa_score
 from werkzeug import Request, Response
 
 from bench._fake_llm import completion
-from pipeline import contract
+from pipeline import contract, store
 from pipeline.cli import main
 from pipeline.config import load_config
 from pipeline.corpus import Corpus
 from pipeline.job import run_day
-from pipeline.judging import ledger, prelabel, questions, review
+from pipeline.judging import ledger, prelabel, qrels, questions, review
 from pipeline.judging.ledger import Judgment
 from pipeline.views import gold_questions
 from pipeline.views import judge as judge_views
@@ -339,6 +340,13 @@ def test_an_accepted_question_joins_added_per_question_and_per_question_is_uncha
     assert {r["run_date"] for r in rows} == {JUDGE_DAYS[1]}
     assert {r["pipeline"] for r in rows} == set(config.retrieval.pipelines)
     assert any(r["first_relevant_rank"] not in ("", "0") for r in rows)  # the question finds its document
+    # ...and joins the maintained qrels and their series (qrels.update in the run): one question more on the date
+    assert accepted.id in {q.id for q in qrels.maintained(config).questions}
+    frozen = store.read_metrics(judge_store.data_dir)
+    kept = qrels.read_maintained(judge_store.data_dir)
+    on_day = lambda frame: frame[frame[contract.RUN_DATE] == pd.Timestamp(rerun)]  # noqa: E731
+    assert set(on_day(kept)[contract.N_QUESTIONS]) == {n + 1 for n in set(on_day(frozen)[contract.N_QUESTIONS])}
+    assert not (without / "store" / contract.MAINTAINED_METRICS).exists()
 
 
 # --- the Judge page -------------------------------------------------------------------------------------------
