@@ -44,7 +44,7 @@ SHINGLE = 3  # words per shingle
 MAX_SENTENCE = 160  # characters of one differing sentence in `detail`
 MAX_DETAIL = 600  # characters of `detail`
 MAX_MESSAGE_DETAIL = 300  # characters of the differing sentences in a warning's message
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")  # a sentence end, or a line break (a paragraph, a title)
 
 
 @dataclass(frozen=True)
