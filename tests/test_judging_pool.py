@@ -38,7 +38,8 @@ class History:
 
 
 def news_config(root: Path) -> Config:
-    return Config(data_dir=root / "store", gold=root / "gold.jsonl", sources=(SourceConfig("news", path=root / "daily"),))
+    return Config(data_dir=root / "store", gold=root / "gold.jsonl",
+                  sources=(SourceConfig("news", path=root / "daily"),))
 
 
 def item(guid: str, *, new_guid: str | None = None, before: str = "", after: str = "") -> str:
