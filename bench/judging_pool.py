@@ -113,6 +113,31 @@ def day_frame(data_dir: Path, name: str, day: date) -> pd.DataFrame:
     return found[store.as_days(found[contract.RUN_DATE]) == pd.Timestamp(day)]
 
 
+def clean_similarity(config: Config, dates: list[date], depth: int) -> float:
+    """The highest word 3-shingle Jaccard, over every clean day, between a question's gold document and another
+    document of a top `depth` whose text differs from it: how far below shadow_similarity the clean streams stay."""
+    gold = {q.id: q.relevant_ids for q in load_gold(config.gold)}
+    pq = store.read_per_question(config.data_dir)
+    k = min(k for k in pq["k"].unique() if k >= depth)
+    best = 0.0
+    with Corpus.in_dir(config.data_dir, readonly=True) as corpus:
+        for d in dates:
+            rows = pq[(store.as_days(pq[contract.RUN_DATE]) == pd.Timestamp(d)) & (pq["k"] == k)]
+            texts: dict[str, str] = {}
+
+            def text(doc_id: str) -> str:
+                if doc_id not in texts:
+                    texts[doc_id] = corpus.document_text(doc_id, d) or ""
+                return texts[doc_id]
+
+            for question, retrieved in zip(rows[contract.QUESTION_ID], rows["retrieved"]):
+                for doc in store.split_ids(retrieved)[:depth]:
+                    for g in gold.get(question, ()):
+                        if doc != g and text(g) and text(doc) != text(g):
+                            best = max(best, pool.jaccard(pool.shingles(text(doc)), pool.shingles(text(g))))
+    return best
+
+
 def stream(name: str, days: int, embedder: Embedder, timed: Timed) -> dict:
     daily, gold, first = STREAMS[name]
     work = Path(tempfile.mkdtemp(prefix=f"pool-{name}-"))
@@ -145,6 +170,7 @@ def stream(name: str, days: int, embedder: Embedder, timed: Timed) -> dict:
             "clean_warnings": int((alerts["rule"] == contract.GOLD_SHADOWED).sum()),
             "pool_seconds_median": statistics.median(pool_seconds), "pool_seconds_max": max(pool_seconds),
             "run_seconds_mean": run_seconds,
+            "clean_max_jaccard": clean_similarity(config, dates, pool.pool_depth(config)),
         }
         last = dates[-1]
         clean_last = day_frame(config.data_dir, contract.POOL, last)
@@ -164,7 +190,9 @@ def stream(name: str, days: int, embedder: Embedder, timed: Timed) -> dict:
             shadows = ours[(ours[contract.REASON] == contract.SHADOW)
                            & (ours[contract.GOLD_DOC_ID] == [made[d][1] for d in ours[contract.DOC_ID]])]
             warned_docs = {m.split("/", 1)[1] for m in warned["metric"] if m.split("/", 1)[1] in made}
-            result[label] = {"injected": len(made), "pooled": ours[contract.DOC_ID].nunique(),
+            similar = [v for v, m in zip(warned["value"], warned["metric"]) if m.split("/", 1)[1] in made]
+            result[label] = {"injected": len(made), "min_jaccard": min(similar, default=float("nan")),
+                             "pooled": ours[contract.DOC_ID].nunique(),
                              "shadows": shadows[contract.DOC_ID].nunique(), "warned": len(warned_docs),
                              "other_warnings": int(len(warned) - warned["metric"].map(
                                  lambda m: m.split("/", 1)[1] in made).sum()),
@@ -176,19 +204,21 @@ def stream(name: str, days: int, embedder: Embedder, timed: Timed) -> dict:
 
 def report(results: list[dict]) -> str:
     lines = ["| stream | days | questions | pool rows/day (median; day 1; later days) | rows by reason | shadows, "
-             "warnings (clean) | pool s/run (median, max) | run s (mean) |", "|---|---|---|---|---|---|---|---|"]
+             "warnings (clean) | max Jaccard (clean) | pool s/run (median, max) | run s (mean) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         reasons = ", ".join(f"{k} {v}" for k, v in r["by_reason"].items())
         lines.append(f"| {r['stream']} | {r['days']} | {r['questions']} | {r['rows_median']:g}; {r['rows_day1']}; "
                      f"{r['rows_median_after_day1']:g} | {reasons} | {r['clean_shadows']}, {r['clean_warnings']} | "
+                     f"{r['clean_max_jaccard']:.2f} | "
                      f"{r['pool_seconds_median']:.3f}, {r['pool_seconds_max']:.3f} | {r['run_seconds_mean']:.2f} |")
-    lines += ["", "| stream | scenario | injected | pooled | shadows | warned | other warnings | extra pool rows |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| stream | scenario | injected | pooled | shadows | warned | min Jaccard warned | other warnings | "
+              "extra pool rows |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         for label in ("poisoned", "plain"):
             s = r[label]
             lines.append(f"| {r['stream']} | {label} | {s['injected']} | {s['pooled']} | {s['shadows']} | "
-                         f"{s['warned']} | {s['other_warnings']} | {s['extra_rows']} |")
+                         f"{s['warned']} | {s['min_jaccard']:.2f} | {s['other_warnings']} | {s['extra_rows']} |")
     return "\n".join(lines)
 
 
