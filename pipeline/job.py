@@ -32,7 +32,7 @@ from pipeline.corpus import check_file as check_corpus
 from pipeline.embeddings import Embedded, Embedder, EmbedderError, EmbeddingStopped, embed_cached, locate_model
 from pipeline.exporters import export, with_events
 from pipeline.gold import GoldQuestion, load_gold
-from pipeline.judging import qrels
+from pipeline.judging import ledger, pool, qrels
 from pipeline.judging import questions as drafted
 from pipeline.judging.ledger import read_judgments
 from pipeline.metrics import METRICS, default_k, evaluate, mean_rows
@@ -313,10 +313,12 @@ class DocumentTexts(Mapping):
 
 
 def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question: pd.DataFrame | None = None,
-                        members: Mapping[str, Sequence[str]] | None = None) -> tuple[list[Alert], list[Alert]]:
+                        members: Mapping[str, Sequence[str]] | None = None, more: Sequence[Alert] = ()
+                        ) -> tuple[list[Alert], list[Alert]]:
     """The alert rules over the stored series, with this run's runs.csv row (not yet written) included.
     `per_question`: per_question.csv as stored, when the caller has it (see `store.with_rows`); `members`: the
-    run's segments (`segments.membership`), else those of segment_questions.csv's latest run up to the date.
+    run's segments (`segments.membership`), else those of segment_questions.csv's latest run up to the date;
+    `more`: alerts of the run found elsewhere (the pool's gold_shadowed warnings), marked ongoing with the rest.
 
     Returns every alert of the run and those to notify: the new ones, less any that an earlier
     execution of the same date already recorded (a re-run does not page anyone twice)."""
@@ -341,10 +343,29 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question:
                              stored[stored["run_date"] < pd.Timestamp(run_date)], config.drift,
                              watched(store.read(data_dir, contract.TARGETS), contract.TARGET),
                              None if per_answer is None else watched(per_answer), trusted,
-                             sources=store.read(data_dir, contract.SOURCES), more=by_segment + by_store)
+                             sources=store.read(data_dir, contract.SOURCES), more=[*by_segment, *by_store, *more])
     same_day = stored[stored["run_date"] == pd.Timestamp(run_date)]
     seen = set(zip(same_day["rule"], same_day["pipeline"].fillna(""), same_day["metric"].fillna("")))
     return alerts, [a for a in alerts if a.new and a.key not in seen]
+
+
+def run_pool(config: Config, run_date: date, gold: Sequence[GoldQuestion], ranked: Mapping[str, Sequence[Ranking]],
+             corpus: Corpus, per_question: pd.DataFrame) -> tuple[list[dict], list[Alert], str]:
+    """pool.csv's rows of the run, its gold_shadowed warnings and a note for the events: none (and no rows) when
+    [judging] pool is off; a failure of the pool (a ledger that cannot be read...) is logged and noted, never fatal:
+    the date then has no pool rows."""
+    if not config.judging.pool:
+        return [], [], ""
+    t0 = time.perf_counter()
+    try:
+        found = pool.build_pool(config, run_date, gold, ranked, corpus, per_question,
+                                ledger.read_judgments(config.data_dir))
+    except Exception as exc:  # the pool is a helper of the judging loop: the run's series go on without it
+        log.warning("%s: the pool could not be built: %s", run_date, redact(str(exc)))
+        return [], [], f"pool not built: {redact(str(exc))}"
+    log.debug("%s: pool of %d rows, %d shadow warnings in %.3f s", run_date, len(found.rows), len(found.alerts),
+              time.perf_counter() - t0)
+    return found.rows, found.alerts, ""
 
 
 def own_index_outcome(config: Config, target: TargetConfig, corpus: Corpus, run_date: date,
@@ -431,8 +452,8 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
     Every target (the builtin pipelines, or the [[targets]]) is evaluated the same way; a target that fails
     is recorded in targets.csv (and alerted) and gets no metric rows that day, the others go on.
     Order of writes: per_question, added_per_question (the accepted drafted questions, once one is), metrics, drift,
-    signals, targets, (answers, sources), alerts, the [export.*] exporters (a failure is noted in the row's events,
-    never fatal; `seconds` stops before them), then runs, all under the run journal
+    signals, targets, (answers, sources, index health), pool, alerts, the [export.*] exporters (a failure is noted
+    in the row's events, never fatal; `seconds` stops before them), then runs, all under the run journal
     (`store.run_journal`): a run killed or failed before its end leaves the date's rows as they were, and a runs.csv
     row means the date's other rows are complete. Notification comes last and never fails the run.
     A store edited outside driftwatch since the last run's seal stops the run before its first write
@@ -616,8 +637,13 @@ def run_day(config: Config, run_date: date, *, events: str = "", embedder: Embed
                 [d for q in gold for d in q.relevant_ids], embedder)
             store.replace_date(data_dir, contract.INDEX_HEALTH, run_date, health_rows)
             run["events"] = "; ".join(e for e in (run["events"], *unread) if e)
+        shadowed: list[Alert] = []
+        if config.judging.pool or (data_dir / contract.POOL).exists():  # the pool turned off: its date's rows go
+            pool_rows, shadowed, note = run_pool(config, run_date, gold, ranked_by_target, corpus, stored_questions)
+            store.replace_date(data_dir, contract.POOL, run_date, pool_rows)
+            run["events"] = "; ".join(e for e in (run["events"], note) if e)
         now_questions = store.with_rows(stored_questions, contract.PER_QUESTION, run_date, question_rows)
-        alerts, to_notify = evaluate_run_alerts(config, run_date, run, now_questions, members)
+        alerts, to_notify = evaluate_run_alerts(config, run_date, run, now_questions, members, shadowed)
         notifying = notify and config.alerts.webhook_url is not None
         if notifying:  # before alerts.csv: a run killed from here on still leaves them to deliver
             enqueue(data_dir, to_notify)

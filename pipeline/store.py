@@ -27,8 +27,7 @@ from pipeline.contract import (ADDED_COLUMNS, AGREEMENT, ALERTS, ANSWERS_DIR, DR
                                MAINTAINED_METRICS, METRICS, PER_ANSWER, QRELS_VERSIONS, PER_QUESTION, RUN_DATE, RUNS, SCHEMAS, SIGNALS, SOURCES, TARGETS,
                                TEXT_COLUMNS, UPSTREAM_TEXT_COLUMNS)
 from pipeline.contract import SEGMENT_QUESTIONS, SEGMENTS
-from pipeline.contract import CANARY
-from pipeline.contract import ADDED_PER_QUESTION
+from pipeline.contract import ADDED_PER_QUESTION, CANARY, POOL
 from pipeline.errors import DriftwatchError
 
 log = logging.getLogger(__name__)
@@ -83,8 +82,7 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TEMPORARY = re.compile(r"\..+\.(?P<pid>\d+)\.tmp")  # what `atomic_write` leaves when killed
 # The files whose rows belong to a run: a date they hold without a runs.csv row is one no finished run wrote.
 RUN_PARTS = (PER_QUESTION, ADDED_PER_QUESTION, METRICS, DRIFT, ALERTS, SIGNALS, TARGETS, GENERATION, PER_ANSWER,
-             AGREEMENT, SOURCES,
-             SEGMENTS, SEGMENT_QUESTIONS, CANARY)
+             AGREEMENT, SOURCES, SEGMENTS, SEGMENT_QUESTIONS, CANARY, POOL)
 # The files a run rewrites whole (not by date): the run journal keeps each as it was (a hard link: every write of them
 # replaces the file by a rename, so the link keeps the old bytes) and a roll back puts it back.
 WHOLE_PARTS = (QRELS_VERSIONS, MAINTAINED_METRICS)

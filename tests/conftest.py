@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import Config, EmbedderConfig, RetrievalConfig, SourceConfig
+from pipeline.config import Config, EmbedderConfig, JudgingConfig, RetrievalConfig, SourceConfig
 from pipeline.embeddings import Embedder
 
 DATA = Path(__file__).parent / "data"
@@ -167,7 +167,9 @@ def judge_history(tmp_path_factory) -> JudgeStore:
         shutil.copy(JUDGE_SLICE / "daily" / f"{day}.xml", daily / f"{day}.xml")
     shutil.copy(JUDGE_SLICE / "gold.jsonl", root / "gold.jsonl")
     data_dir = root / "store"
-    config = Config(data_dir=data_dir, gold=root / "gold.jsonl", sources=(SourceConfig("news", path=daily),))
+    # The job's own pool is off: the queue's rows are the hand-made ones below (tests/test_judging_pool.py tests it).
+    config = Config(data_dir=data_dir, gold=root / "gold.jsonl", sources=(SourceConfig("news", path=daily),),
+                    judging=JudgingConfig(pool=False))
     for day in JUDGE_DAYS:
         job.run_day(config, date.fromisoformat(day))
     rows, built = _pool_rows(data_dir)
