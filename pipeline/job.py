@@ -352,8 +352,8 @@ def evaluate_run_alerts(config: Config, run_date: date, run: dict, per_question:
 def run_pool(config: Config, run_date: date, gold: Sequence[GoldQuestion], ranked: Mapping[str, Sequence[Ranking]],
              corpus: Corpus, per_question: pd.DataFrame) -> tuple[list[dict], list[Alert], str]:
     """pool.csv's rows of the run, its gold_shadowed warnings and a note for the events: none (and no rows) when
-    [judging] pool is off; a failure of the pool (a ledger that cannot be read...) is logged and noted, never fatal:
-    the date then has no pool rows."""
+    [judging] pool is off; a failure of the pool is logged and noted, never fatal: the date then has no pool rows (a
+    judgments.jsonl line that cannot be read is bad input: it stopped the run before its first write)."""
     if not config.judging.pool:
         return [], [], ""
     t0 = time.perf_counter()

@@ -239,16 +239,28 @@ def test_judging_by_a_human_takes_pairs_out_of_the_pool_and_a_rerun_gives_the_sa
     assert len(rows(pool_of(config, DAY2), question, doc))
 
 
-def test_the_pool_off_writes_no_rows_and_a_failing_pool_never_stops_the_run(history, tmp_path, embedder):
+def test_the_pool_off_writes_no_rows_and_a_failing_pool_never_stops_the_run(history, tmp_path, embedder,
+                                                                           monkeypatch):
     shutil.copytree(history.root, tmp_path / "news")
     config = news_config(tmp_path / "news")
+    # A judgments.jsonl line that cannot be read is bad input: the run stops before any write (exit 2), naming it.
     (config.data_dir / contract.JUDGMENTS).write_text("not json\n", encoding="utf-8")
+    before = (config.data_dir / contract.POOL).read_bytes()
+    with pytest.raises(ledger.JudgmentError, match=f"{contract.JUDGMENTS}:1"):
+        run_day(config, DAY2, embedder=embedder, notify=False)
+    assert (config.data_dir / contract.POOL).read_bytes() == before
+    (config.data_dir / contract.JUDGMENTS).unlink()
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("the pool broke")
+
+    monkeypatch.setattr(pool, "build_pool", failing)  # a failure inside the pool: noted, the run goes on
     result = run_day(config, DAY2, embedder=embedder, notify=False)
-    assert "pool not built" in result.run["events"] and contract.JUDGMENTS in result.run["events"]
+    assert "pool not built: the pool broke" in result.run["events"]
     assert pool_of(config, DAY2).empty and len(pool_of(config, DAY1))
     assert result.run["status"] == contract.STATUS_OK
+    monkeypatch.undo()
     off = dataclasses.replace(config, judging=JudgingConfig(pool=False))
-    (config.data_dir / contract.JUDGMENTS).unlink()
     run_day(off, DAY1, embedder=embedder, notify=False)
     assert pool_of(config, DAY1).empty
 
