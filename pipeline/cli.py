@@ -23,6 +23,7 @@ EXIT_OK = 0
 EXIT_ALERT = 1
 EXIT_BAD_INPUT = 2
 EXIT_LOCKED = 3
+EXIT_PIPE_CLOSED = 141  # the reader of stdout went away (`... | head`): as a shell reports a process SIGPIPE ended
 
 _BAD_INPUT = (DriftwatchError,)  # every domain error: one message, exit 2
 DASHBOARD_PORT = 8501  # Streamlit's own default
@@ -943,6 +944,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (IsADirectoryError, NotADirectoryError) as exc:  # a configured path that is a folder, or under a file
         print(f"error: {redact.redact(_path_error(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:  # `driftwatch judge --queue --json | head`: the rest is not wanted, and no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush has nowhere to fail
+        return EXIT_PIPE_CLOSED
     except LockError as exc:
         print(f"error: {redact.redact(exc)}", file=sys.stderr)
         return EXIT_LOCKED

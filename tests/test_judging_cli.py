@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -186,3 +187,20 @@ def test_skipped_pairs_go_last_in_the_order_skipped():
     skipped = review.skip(review.skip([], ("a", "1")), ("b", "2"))
     assert review.order(queue, skipped) == [("c", "3"), ("a", "1"), ("b", "2")]
     assert review.order(queue, review.skip(skipped, ("a", "1"))) == [("c", "3"), ("b", "2"), ("a", "1")]
+
+
+def test_the_queue_piped_into_head_ends_quietly(judge_store):
+    """`driftwatch judge --queue --json | head -1` printed a BrokenPipeError traceback once head had its line and
+    left (seen on the demo's 924-pair queue): now the command stops quietly, with the shell's SIGPIPE status."""
+    import os
+    import subprocess
+    import sys
+
+    reader = subprocess.Popen([sys.executable, "-m", "pipeline", "judge", "--config", str(judge_store.config),
+                               "--queue", "--json"], cwd=Path(__file__).resolve().parents[1],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    reader.stdout.close()  # the reader is gone before the queue is printed: every write meets a closed pipe
+    stderr = reader.stderr.read().decode()
+    code = reader.wait(timeout=120)
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+    assert code == 141
