@@ -918,7 +918,9 @@ def _configure_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     redact.install_log_filter()  # a backstop: every record is redacted, whatever its call site formatted
-    for noisy in ("sentence_transformers", "transformers", "httpx", "urllib3", "bm25s", "faiss", "filelock"):
+    # httpx2: the HTTP client of the openai package (the judge, the pre-label), a line per request at INFO.
+    for noisy in ("sentence_transformers", "transformers", "httpx", "httpx2", "openai", "urllib3", "bm25s", "faiss",
+                  "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # The model libraries draw progress bars when loading weights: noise in a cron log.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")

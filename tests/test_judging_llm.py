@@ -384,3 +384,19 @@ def test_the_judge_page_shows_the_suggestion_the_agreement_and_the_drafts(judge_
     latest = questions.latest(judge_store.data_dir)[first.id]
     assert latest.provenance == contract.PROVENANCE_REVIEWED and latest.judge == "ana"
     assert f"{len(drafts) - 1} drafted" in at.get_by_key("judge_questions").caption[0].value
+
+
+def test_the_endpoint_s_requests_are_not_logged_line_by_line(judge_store, server, capsys):
+    """`driftwatch prelabel` printed "INFO httpx2: HTTP Request: POST ..." for every pair (the openai package's HTTP
+    client logs each request at INFO): tried on the demo's queue, 60 such lines for 60 pairs. Now one summary."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    configure(judge_store, Scripted(server, lambda system, user: "##final score: 2").url)
+    done = subprocess.run([sys.executable, "-m", "pipeline", "prelabel", "--config", str(judge_store.config),
+                           "--limit", "2"], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "2 pair(s) labelled" in done.stdout + done.stderr
+    assert "HTTP Request" not in done.stderr, done.stderr
