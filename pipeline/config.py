@@ -432,8 +432,8 @@ class IndexHealthConfig:
     # cosine >= text_neighbour) are not near in the stored vectors (mean cosine below neighbour_cosine) is of
     # another generation (another model, a rotated or re-trained one). Measured by bench/generations.py.
     neighbourhood_sample: int = 2000
-    text_neighbour: float = 0.25
-    neighbour_cosine: float = 0.2
+    text_neighbour: float = 0.15
+    neighbour_cosine: float = 0.1
     space_cosine: float = 0.3
     # The drift statistics read the vectors of the store of `stores` (exactly one) instead of driftwatch's embedding
     # of the same chunks (its record ids are driftwatch's chunk ids "<doc_id>#<n>", or one-chunk documents' ids).
