@@ -20,7 +20,7 @@ import numpy as np
 from pipeline.chunking import chunk_document
 from pipeline.config import ChunkingConfig, EmbedderConfig, IndexHealthConfig
 from pipeline.embeddings import Embedder
-from pipeline.index_health import _rank, other_spaces, text_similarities
+from pipeline.index_health import _rank, other_spaces, spaces, text_similarities
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"  # the project's ../shared
@@ -94,11 +94,12 @@ def run(name: str, path: Path, every: int, cache: Path, settings: IndexHealthCon
     print(f"{name}: {len(ids)} chunks over {n_days} days, neighbourhood_sample {settings.neighbourhood_sample}")
     last = read(ids, np.flatnonzero(when <= n_days), n_days, settings.neighbourhood_sample)
     print(lines([texts[i] for i in last], vectors[last], settings, rotated))
-    false = 0
+    false, clean_means, rotated_means = 0, [], []
     for day in range(1, n_days + 1):
         held = read(ids, np.flatnonzero(when <= day), day, settings.neighbourhood_sample)
         named, _ = other_spaces([texts[i] for i in held], vectors[held], settings)
         false += len(named)
+        clean_means += spaces([texts[i] for i in held], vectors[held], settings)[2].values()
     print(f"  clean: {false} records falsely named over {n_days} days")
     for injected in range(every, n_days + 1, every):
         stored = vectors.copy()
@@ -112,9 +113,14 @@ def run(name: str, path: Path, every: int, cache: Path, settings: IndexHealthCon
             days_named += bool(hit)
             recalls.append(len(hit) / len(generation) if generation else 1.0)
             others += len(set(held[named].tolist()) - generation)
+            labels, _, means, _ = spaces([texts[i] for i in held], stored[held], settings)
+            rotated_means += [m for c, m in means.items() if (when[held[labels == c]] == injected).all()]
         print(f"  rotated generation on day {injected} ({int((when == injected).sum())} chunks): named on "
               f"{days_named} of {n_days - injected + 1} days, record recall on day {injected} {recalls[0]:.3f}, "
               f"mean {np.mean(recalls):.3f}, min {min(recalls):.3f}; other records named {others}")
+    print(f"  components outside the main space, mean vector cosine to their text neighbours in it (the line "
+          f"neighbour_cosine): clean {len(clean_means)}, min {min(clean_means, default=np.nan):.3f}; rotated "
+          f"{len(rotated_means)}, max {max(rotated_means, default=np.nan):.3f}")
 
 
 def main(argv: list[str] | None = None) -> int:

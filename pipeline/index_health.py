@@ -218,18 +218,12 @@ def text_similarities(texts: Sequence[str]) -> np.ndarray:
     return out
 
 
-def other_spaces(texts: Sequence[str], vectors: np.ndarray, settings: IndexHealthConfig
-                 ) -> tuple[np.ndarray, int]:
-    """Neighbourhood signatures, no re-embedding: the indices of the records whose vectors sit in another space
-    than the collection's main one, and how many records were read with a text neighbour in the main space.
-    The spaces: the connected components of the graph of the vectors' cosines >= `space_cosine` (the main space is
-    the largest); a vector of another model, or the same model's rotated or re-trained, has no such neighbour in the
-    main space. A component outside the main space is another generation when its records' text neighbours in the
-    main space (TF-IDF cosine >= `text_neighbour`) are not near in the stored vectors (their mean vector cosine is
-    below `neighbour_cosine`); a record alone in its corner of the space (no text neighbour there) is never named."""
-    n = len(texts)
-    if n < 3:
-        return np.zeros(0, dtype=int), 0
+def spaces(texts: Sequence[str], vectors: np.ndarray, settings: IndexHealthConfig
+           ) -> tuple[np.ndarray, np.ndarray, dict[int, float], int]:
+    """The records' vector spaces: each record's component of the graph linking two records whose vectors' cosine is
+    at least `space_cosine`, whether it is in the main space (the largest component), and for each other component
+    with evidence the mean vector cosine of its records to their text neighbours in the main space (TF-IDF cosine
+    >= `text_neighbour`); and how many records have a text neighbour in the main space."""
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import connected_components
 
@@ -238,16 +232,30 @@ def other_spaces(texts: Sequence[str], vectors: np.ndarray, settings: IndexHealt
     np.fill_diagonal(cosines, 0.0)
     _, labels = connected_components(csr_matrix(cosines >= settings.space_cosine), directed=False)
     main = labels == np.bincount(labels).argmax()
-    near = text_similarities(texts) >= settings.text_neighbour
-    evidence = near[:, main]
-    read = int(evidence.any(axis=1).sum())
-    named = []
+    evidence = (text_similarities(texts) >= settings.text_neighbour)[:, main]
+    means = {}
     for component in np.unique(labels[~main]):
-        members = np.flatnonzero(labels == component)
+        members = labels == component
         pairs = evidence[members]
-        if pairs.any() and cosines[np.ix_(members, np.flatnonzero(main))][pairs].mean() < settings.neighbour_cosine:
-            named.append(members)
-    return (np.sort(np.concatenate(named)) if named else np.zeros(0, dtype=int)), read
+        if pairs.any():
+            means[int(component)] = float(cosines[np.ix_(members, main)][pairs].mean())
+    return labels, main, means, int(evidence.any(axis=1).sum())
+
+
+def other_spaces(texts: Sequence[str], vectors: np.ndarray, settings: IndexHealthConfig
+                 ) -> tuple[np.ndarray, int]:
+    """Neighbourhood signatures, no re-embedding: the indices of the records whose vectors sit in another space
+    than the collection's main one, and how many records were read with a text neighbour in the main space.
+    The spaces (`spaces`): the connected components of the graph of the vectors' cosines >= `space_cosine`, the main
+    space the largest; a vector of another model, or the same model's rotated or re-trained, has no such neighbour in
+    the main space. A component outside the main space is another generation when its records' text neighbours in
+    the main space (TF-IDF cosine >= `text_neighbour`) are not near in the stored vectors (their mean vector cosine
+    is below `neighbour_cosine`); a record alone in its corner of the space (no text neighbour there) is never named."""
+    if len(texts) < 3:
+        return np.zeros(0, dtype=int), 0
+    labels, _, means, read = spaces(texts, vectors, settings)
+    other = [c for c, mean in means.items() if mean < settings.neighbour_cosine]
+    return np.flatnonzero(np.isin(labels, other)), read
 
 
 def generations(keys: dict[str, RecordKey], cosines: Sequence[tuple[RecordKey, float]],
