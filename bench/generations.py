@@ -67,6 +67,14 @@ def rotation(dim: int, seed: int = 0) -> np.ndarray:
     return (q * np.sign(np.diag(r))).astype(np.float32)
 
 
+def signatures(texts: list[str], vectors: np.ndarray, settings: IndexHealthConfig
+               ) -> tuple[np.ndarray, dict[tuple[int, ...], float]]:
+    """other_spaces' records named, from one reading of the spaces, and the components' means (by their members)."""
+    labels, _, means, _ = spaces(texts, vectors, settings)
+    named, _ = other_spaces(texts, vectors, settings, (labels, means))
+    return named, {tuple(np.flatnonzero(labels == c).tolist()): m for c, m in means.items()}
+
+
 def lines(texts: list[str], vectors: np.ndarray, settings: IndexHealthConfig, rotated: np.ndarray) -> str:
     """The cosines that set the lines, over one collection: vector cosines of text-neighbour pairs of one space, of
     pairs across the two spaces (a record and a rotated copy of another), and each vector's best cosine in its space
@@ -97,9 +105,9 @@ def run(name: str, path: Path, every: int, cache: Path, settings: IndexHealthCon
     false, clean_means, rotated_means = 0, [], []
     for day in range(1, n_days + 1):
         held = read(ids, np.flatnonzero(when <= day), day, settings.neighbourhood_sample)
-        named, _ = other_spaces([texts[i] for i in held], vectors[held], settings)
+        named, means = signatures([texts[i] for i in held], vectors[held], settings)
         false += len(named)
-        clean_means += spaces([texts[i] for i in held], vectors[held], settings)[2].values()
+        clean_means += means.values()
     print(f"  clean: {false} records falsely named over {n_days} days")
     for injected in range(every, n_days + 1, every):
         stored = vectors.copy()
@@ -107,14 +115,13 @@ def run(name: str, path: Path, every: int, cache: Path, settings: IndexHealthCon
         days_named, recalls, others = 0, [], 0
         for day in range(injected, n_days + 1):
             held = read(ids, np.flatnonzero(when <= day), day, settings.neighbourhood_sample)
-            named, _ = other_spaces([texts[i] for i in held], stored[held], settings)
+            named, means = signatures([texts[i] for i in held], stored[held], settings)
             generation = set(held[when[held] == injected].tolist())
             hit = generation & set(held[named].tolist())
             days_named += bool(hit)
             recalls.append(len(hit) / len(generation) if generation else 1.0)
             others += len(set(held[named].tolist()) - generation)
-            labels, _, means, _ = spaces([texts[i] for i in held], stored[held], settings)
-            rotated_means += [m for c, m in means.items() if (when[held[labels == c]] == injected).all()]
+            rotated_means += [m for members, m in means.items() if (when[held[list(members)]] == injected).all()]
         print(f"  rotated generation on day {injected} ({int((when == injected).sum())} chunks): named on "
               f"{days_named} of {n_days - injected + 1} days, record recall on day {injected} {recalls[0]:.3f}, "
               f"mean {np.mean(recalls):.3f}, min {min(recalls):.3f}; other records named {others}")

@@ -242,18 +242,22 @@ def spaces(texts: Sequence[str], vectors: np.ndarray, settings: IndexHealthConfi
     return labels, main, means, int(evidence.any(axis=1).sum())
 
 
-def other_spaces(texts: Sequence[str], vectors: np.ndarray, settings: IndexHealthConfig
-                 ) -> tuple[np.ndarray, int]:
+def other_spaces(texts: Sequence[str], vectors: np.ndarray, settings: IndexHealthConfig,
+                 read_spaces: tuple[np.ndarray, dict[int, float]] | None = None) -> tuple[np.ndarray, int]:
     """Neighbourhood signatures, no re-embedding: the indices of the records whose vectors sit in another space
     than the collection's main one, and how many records were read with a text neighbour in the main space.
     The spaces (`spaces`): the connected components of the graph of the vectors' cosines >= `space_cosine`, the main
     space the largest; a vector of another model, or the same model's rotated or re-trained, has no such neighbour in
     the main space. A component outside the main space is another generation when its records' text neighbours in
     the main space (TF-IDF cosine >= `text_neighbour`) are not near in the stored vectors (their mean vector cosine
-    is below `neighbour_cosine`); a record alone in its corner of the space (no text neighbour there) is never named."""
+    is below `neighbour_cosine`); a record alone in its corner of the space (no text neighbour there) is never named.
+    `read_spaces`: the (labels, means) of `spaces` already read for these records (then the count read is -1)."""
     if len(texts) < 3:
         return np.zeros(0, dtype=int), 0
-    labels, _, means, read = spaces(texts, vectors, settings)
+    if read_spaces is None:
+        labels, _, means, read = spaces(texts, vectors, settings)
+    else:
+        (labels, means), read = read_spaces, -1
     other = [c for c, mean in means.items() if mean < settings.neighbour_cosine]
     return np.flatnonzero(np.isin(labels, other)), read
 
