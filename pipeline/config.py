@@ -433,7 +433,7 @@ class IndexHealthConfig:
     # another generation (another model, a rotated or re-trained one). Measured by bench/generations.py.
     neighbourhood_sample: int = 2000
     text_neighbour: float = 0.15
-    neighbour_cosine: float = 0.09
+    neighbour_cosine: float = 0.105
     space_cosine: float = 0.3
     # The drift statistics read the vectors of the store of `stores` (exactly one) instead of driftwatch's embedding
     # of the same chunks (its record ids are driftwatch's chunk ids "<doc_id>#<n>", or one-chunk documents' ids).
