@@ -185,9 +185,11 @@ RUNBOOK.update({e.rule: e for e in (
                   "The indexing job updated the payload (the text) without re-embedding: re-embed on every text "
                   "change. Retrieval finds such a record by its old text.")),
     RunbookEntry(INDEX_MIXED_GENERATIONS, "records outside the collection's main embedding generation: another model "
-                                          "stamp, dimension or norm, or a re-embedded sample between "
-                                          "`index_health.stale_cosine` and `index_health.generation_cosine` (another "
-                                          "backend or quantisation of the model)",
+                                          "stamp, dimension or norm, or records whose vectors sit in another space "
+                                          "than their text neighbours' (neighbourhood signatures: another model of "
+                                          "the same dimension, a rotated or re-trained one), or a re-embedded sample "
+                                          "between `index_health.stale_cosine` and `index_health.generation_cosine` "
+                                          "(another backend or quantisation of the model)",
                  "re-embed the named generation with the collection's model, or finish the migration",
                  ("The message says how the generations were told apart and how many records each holds.",
                   "A migration half done (a new model, truncate_dim, ONNX int8): vectors of two spaces are compared "

@@ -426,6 +426,15 @@ class IndexHealthConfig:
     # ONNX int8 0.990-0.997, a text whose last sentence was replaced 0.07-0.99 (99% below 0.977).
     stale_cosine: float = 0.98
     generation_cosine: float = 0.999
+    # Neighbourhood signatures (no re-embedding) read up to neighbourhood_sample records with a text (beyond it,
+    # that many by the seeded order; 0: off): the spaces are the components of the graph of vector cosines >=
+    # space_cosine, the largest the main one; a record outside it whose text neighbours in the main space (TF-IDF
+    # cosine >= text_neighbour) are not near in the stored vectors (mean cosine below neighbour_cosine) is of
+    # another generation (another model, a rotated or re-trained one). Measured by bench/generations.py.
+    neighbourhood_sample: int = 2000
+    text_neighbour: float = 0.15
+    neighbour_cosine: float = 0.105
+    space_cosine: float = 0.3
     # The drift statistics read the vectors of the store of `stores` (exactly one) instead of driftwatch's embedding
     # of the same chunks (its record ids are driftwatch's chunk ids "<doc_id>#<n>", or one-chunk documents' ids).
     drift: bool = False
@@ -936,6 +945,11 @@ def _check_index_health(cfg: Config, bad: Callable[[str, str], ConfigError]) -> 
         raise bad("index_health.sample", "must be >= 0 records")
     if not 0 < h.stale_cosine < h.generation_cosine <= 1:
         raise bad("index_health.stale_cosine", "need 0 < stale_cosine < generation_cosine <= 1")
+    if h.neighbourhood_sample < 0:
+        raise bad("index_health.neighbourhood_sample", "must be >= 0 records (0: no neighbourhood signatures)")
+    for key in ("text_neighbour", "neighbour_cosine", "space_cosine"):
+        if not 0 < getattr(h, key) < 1:
+            raise bad(f"index_health.{key}", "must be a cosine between 0 and 1 (exclusive)")
 
 
 def _check_judging(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:

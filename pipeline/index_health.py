@@ -146,26 +146,38 @@ def _rank(record_id: str, name: str, run_date: date) -> int:
     return int.from_bytes(hashlib.sha256(f"{name}\n{run_date}\n{record_id}".encode()).digest()[:8], "big")
 
 
-def read_records(records: Iterable[StoredVector], name: str, run_date: date, sample: int
-                 ) -> tuple[dict[str, RecordKey], list[tuple[RecordKey, str, np.ndarray]]]:
+def _keep(heap: list[tuple[int, str, str, np.ndarray]], entry: tuple[int, str, str, np.ndarray], size: int) -> None:
+    """Keep in `heap` the `size` entries (-rank, id, text, vector) of the smallest ranks (the largest on top)."""
+    if len(heap) < size:
+        heapq.heappush(heap, entry)
+    elif entry[0] > heap[0][0]:
+        heapq.heapreplace(heap, entry)
+
+
+def read_records(records: Iterable[StoredVector], name: str, run_date: date, sample: int, neighbourhood: int = 0
+                 ) -> tuple[dict[str, RecordKey], list[tuple[RecordKey, str, np.ndarray]],
+                            list[tuple[RecordKey, str, np.ndarray]]]:
     """Every record's key (validated: IndexHealthError names the record) and a seeded sample of `sample` records
-    with a text, (key, text, vector), kept while the store is streamed (the vectors of the rest are not kept)."""
+    with a text, (key, text, vector), kept while the store is streamed (the vectors of the rest are not kept). With
+    and the records with a text that the neighbourhood signatures read: all of them up to `neighbourhood`, else that
+    many by the same seeded order (none when it is 0)."""
     keys: dict[str, RecordKey] = {}
     heap: list[tuple[int, str, str, np.ndarray]] = []  # (-rank, id, text, vector): the smallest ranks, largest on top
+    near: list[tuple[int, str, str, np.ndarray]] = []
     for record in records:
         key, vector = _key(record, name)
         if key.id in keys:
             raise IndexHealthError(f"store {name!r}: record id {key.id!r} returned twice by one scan")
         keys[key.id] = key
-        if record.text is None or sample <= 0:
+        if record.text is None:
             continue
         entry = (-_rank(key.id, name, run_date), key.id, record.text, vector)  # ids are unique: no tie reaches vector
-        if len(heap) < sample:
-            heapq.heappush(heap, entry)
-        elif entry[0] > heap[0][0]:
-            heapq.heapreplace(heap, entry)
-    chosen = sorted(heap, key=lambda e: -e[0])
-    return keys, [(keys[i], text, vector) for _, i, text, vector in chosen]
+        if sample > 0:
+            _keep(heap, entry, sample)
+        if neighbourhood > 0:
+            _keep(near, entry, neighbourhood)
+    chosen = [(keys[i], text, vector) for _, i, text, vector in sorted(heap, key=lambda e: -e[0])]
+    return keys, chosen, [(keys[i], text, vector) for _, i, text, vector in sorted(near, key=lambda e: -e[0])]
 
 
 def sample_cosines(sampled: Sequence[tuple[RecordKey, str, np.ndarray]], embedder: Embedder
@@ -192,12 +204,73 @@ def _minority(labels: dict[str, str]) -> tuple[list[str], str]:
                                                                                 counts.most_common())
 
 
+def text_similarities(texts: Sequence[str]) -> np.ndarray:
+    """The texts' pairwise cosines of their TF-IDF word vectors (sublinear counts, English stop words out), fitted
+    on the texts themselves; the diagonal is 0."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    try:
+        tfidf = TfidfVectorizer(sublinear_tf=True, stop_words="english").fit_transform(texts)
+    except ValueError:  # no word in any text (empty, or stop words only)
+        return np.zeros((len(texts), len(texts)))
+    out = (tfidf @ tfidf.T).toarray()
+    np.fill_diagonal(out, 0.0)
+    return out
+
+
+def spaces(texts: Sequence[str], vectors: np.ndarray, settings: IndexHealthConfig
+           ) -> tuple[np.ndarray, np.ndarray, dict[int, float], int]:
+    """The records' vector spaces: each record's component of the graph linking two records whose vectors' cosine is
+    at least `space_cosine`, whether it is in the main space (the largest component), and for each other component
+    with evidence the mean vector cosine of its records to their text neighbours in the main space (TF-IDF cosine
+    >= `text_neighbour`); and how many records have a text neighbour in the main space."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    unit = normalize(np.asarray(vectors, dtype=np.float32))
+    cosines = unit @ unit.T
+    np.fill_diagonal(cosines, 0.0)
+    _, labels = connected_components(csr_matrix(cosines >= settings.space_cosine), directed=False)
+    main = labels == np.bincount(labels).argmax()
+    evidence = (text_similarities(texts) >= settings.text_neighbour)[:, main]
+    means = {}
+    for component in np.unique(labels[~main]):
+        members = labels == component
+        pairs = evidence[members]
+        if pairs.any():
+            means[int(component)] = float(cosines[np.ix_(members, main)][pairs].mean())
+    return labels, main, means, int(evidence.any(axis=1).sum())
+
+
+def other_spaces(texts: Sequence[str], vectors: np.ndarray, settings: IndexHealthConfig,
+                 read_spaces: tuple[np.ndarray, dict[int, float]] | None = None) -> tuple[np.ndarray, int]:
+    """Neighbourhood signatures, no re-embedding: the indices of the records whose vectors sit in another space
+    than the collection's main one, and how many records were read with a text neighbour in the main space.
+    The spaces (`spaces`): the connected components of the graph of the vectors' cosines >= `space_cosine`, the main
+    space the largest; a vector of another model, or the same model's rotated or re-trained, has no such neighbour in
+    the main space. A component outside the main space is another generation when its records' text neighbours in
+    the main space (TF-IDF cosine >= `text_neighbour`) are not near in the stored vectors (their mean vector cosine
+    is below `neighbour_cosine`); a record alone in its corner of the space (no text neighbour there) is never named.
+    `read_spaces`: the (labels, means) of `spaces` already read for these records (then the count read is -1)."""
+    if len(texts) < 3:
+        return np.zeros(0, dtype=int), 0
+    if read_spaces is None:
+        labels, _, means, read = spaces(texts, vectors, settings)
+    else:
+        (labels, means), read = read_spaces, -1
+    other = [c for c, mean in means.items() if mean < settings.neighbour_cosine]
+    return np.flatnonzero(np.isin(labels, other)), read
+
+
 def generations(keys: dict[str, RecordKey], cosines: Sequence[tuple[RecordKey, float]],
-                settings: IndexHealthConfig) -> tuple[list[str], str]:
+                settings: IndexHealthConfig, neighbourhood: Sequence[tuple[RecordKey, str, np.ndarray]] = ()
+                ) -> tuple[list[str], str]:
     """The records outside the collection's main embedding generation and how they were told apart: by the model
-    stamps when some records carry one, else by dimension, else by norm (unit-normalised or not); else the sampled
-    records whose re-embedding's cosine is between `stale_cosine` and `generation_cosine` (another backend or
-    quantisation of the same model: ONNX int8 against fp32)."""
+    stamps when some records carry one, else by dimension, else by norm (unit-normalised or not); else by the
+    neighbourhood signatures of the `neighbourhood` records (`other_spaces`: another model of the same dimension,
+    the same model rotated or re-trained) and the sampled records whose re-embedding's cosine is between
+    `stale_cosine` and `generation_cosine` (another backend or quantisation of the same model: ONNX int8 against
+    fp32), both named."""
     stamped = {i: k.model or "(no stamp)" for i, k in keys.items()}
     if any(k.model for k in keys.values()):
         ids, words = _minority(stamped)
@@ -208,9 +281,20 @@ def generations(keys: dict[str, RecordKey], cosines: Sequence[tuple[RecordKey, f
         ids, words = _minority({i: label(k) for i, k in keys.items()})
         if ids:
             return ids, f"{what} {words}"
+    hows = []
+    spaced: list[str] = []
+    if neighbourhood:
+        named, read = other_spaces([text for _, text, _ in neighbourhood],
+                                   np.stack([vector for _, _, vector in neighbourhood]), settings)
+        spaced = sorted(neighbourhood[i][0].id for i in named)
+        if spaced:
+            hows.append(f"neighbourhood signatures: {len(spaced)} of {len(neighbourhood)} records read sit in "
+                        f"another vector space than their text neighbours ({read} with a text neighbour)")
     band = sorted(k.id for k, c in cosines if settings.stale_cosine <= c < settings.generation_cosine)
-    return band, (f"re-embedded sample: {len(band)} of {len(cosines)} with a cosine between "
-                  f"{settings.stale_cosine:g} and {settings.generation_cosine:g}" if band else "")
+    if band:
+        hows.append(f"re-embedded sample: {len(band)} of {len(cosines)} with a cosine between "
+                    f"{settings.stale_cosine:g} and {settings.generation_cosine:g}")
+    return sorted(set(spaced) | set(band)), "; ".join(hows)
 
 
 def check(records: Iterable[StoredVector], *, name: str, run_date: date, data_dir: Path, present: set[str] | None,
@@ -220,7 +304,8 @@ def check(records: Iterable[StoredVector], *, name: str, run_date: date, data_di
     `present`: the corpus's documents on the date (the source of truth), None when no source is configured (no
     ghost is then looked for); `gold`: the gold set's relevant document ids (those of the corpus on the date, when
     `present` is given: a gold document not yet published is absent from both)."""
-    keys, sampled = read_records(records, name, run_date, settings.sample)
+    keys, sampled, neighbourhood = read_records(records, name, run_date, settings.sample,
+                                                settings.neighbourhood_sample)
     cosines = sample_cosines(sampled, embedder)
     snapshots = Snapshots(data_dir)
     try:
@@ -232,8 +317,9 @@ def check(records: Iterable[StoredVector], *, name: str, run_date: date, data_di
                          != (before[i].text_hash, before[i].vector_digest, before[i].model))
         stale = {i for i in set(keys) & set(before) if keys[i].vector_digest == before[i].vector_digest
                  and (keys[i].text_hash != before[i].text_hash or before[i].stale)}
-        stale |= {k.id for k, c in cosines if c < settings.stale_cosine}
-        mixed, how = generations(keys, cosines, settings)
+        mixed, how = generations(keys, cosines, settings, neighbourhood)
+        # a sampled record far from its re-embedding is stale, unless it is of another generation (named there)
+        stale |= {k.id for k, c in cosines if c < settings.stale_cosine} - set(mixed)
         doc_ids = {k.doc_id for k in keys.values()}
         ghosts = sorted(doc_ids - present) if present is not None else []
         absent = sorted((set(gold) if present is None else set(gold) & present) - doc_ids)

@@ -177,6 +177,10 @@ NOTES: dict[str, dict[str, str]] = {
         "sample": "records with a text re-embedded per store and run (seeded)",
         "stale_cosine": "a sampled vector below this cosine with its re-embedding is stale",
         "generation_cosine": "between stale_cosine and this: another generation of the model (ONNX int8)",
+        "neighbourhood_sample": "records read by the neighbourhood signatures (all up to it, then seeded; 0: off)",
+        "text_neighbour": "TF-IDF cosine at which two stored texts are neighbours",
+        "neighbour_cosine": "below this mean vector cosine to its text neighbours a record sits in another space",
+        "space_cosine": "vector cosine linking records into one space (the main space: the largest)",
         "drift": "the drift statistics read the store's own vectors (one store; ids: chunk ids or document ids)",
     },
     "judging": {

@@ -347,11 +347,11 @@ def test_a_chunk_the_store_lacks_is_named():
 def test_the_sample_is_the_same_whatever_order_the_store_returns_its_records_in():
     recs = [StoredVector(f"r{i}", f"d{i}", "t", np.ones(4, np.float32), None) for i in range(200)]
     day = START
-    _, sampled = index_health.read_records(recs, "kb", day, 10)
-    _, backwards = index_health.read_records(recs[::-1], "kb", day, 10)
+    _, sampled, _ = index_health.read_records(recs, "kb", day, 10)
+    _, backwards, _ = index_health.read_records(recs[::-1], "kb", day, 10)
     smallest = sorted(recs, key=lambda r: index_health._rank(r.id, "kb", day))[:10]  # the seeded ranks' first ten
     assert [k.id for k, _, _ in sampled] == [k.id for k, _, _ in backwards] == [r.id for r in smallest]
-    _, other_day = index_health.read_records(recs, "kb", day + timedelta(days=1), 10)
+    _, other_day, _ = index_health.read_records(recs, "kb", day + timedelta(days=1), 10)
     assert {k.id for k, _, _ in other_day} != {k.id for k, _, _ in sampled}
 
 
