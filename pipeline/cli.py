@@ -277,6 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--list", action="store_true", help="list the drafted questions and their review")
     what.add_argument("--accept", default=None, metavar="ID", help="accept a drafted question (with --judge)")
     what.add_argument("--reject", default=None, metavar="ID", help="reject a drafted question (with --judge)")
+    what.add_argument("--write", default=None, metavar="QUESTION",
+                      help="add a question you wrote for --doc DOC_ID (with --judge; provenance human: accepted)")
+    sug.add_argument("--doc", default=None, metavar="DOC_ID", help="with --write: the document that answers it")
     sug.add_argument("--judge", default=None, metavar="NAME", help="your name, recorded with the review")
     sug.add_argument("--json", action="store_true", help="with --list: one JSON object a line")
     _common(sug)
@@ -825,6 +828,17 @@ def _suggest_questions(args: argparse.Namespace) -> int:
     from pipeline.views import gold_questions
 
     config = load_config(args.config, data_dir=args.data_dir)
+    if args.write is not None:
+        if not args.doc:
+            print("error: --write needs --doc DOC_ID, the document that answers the question", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        done = questions.write(config, args.write, args.doc, args.judge, list(gold_questions(config.gold).values()))
+        found = f"found at rank {done.found_rank}" if done.found_rank else "FLAGGED: its document is not in the top 10"
+        print(f"{done.id} {done.provenance} by {done.judge}: {done.question}  [{questions.RETRIEVER}: {found}]")
+        return EXIT_OK
+    if args.doc:
+        print("error: --doc goes with --write", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if (args.accept or args.reject) and not (args.judge or "").strip():
         print("error: give your name with --judge NAME: it is recorded with the review", file=sys.stderr)
         return EXIT_BAD_INPUT

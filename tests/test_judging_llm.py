@@ -314,6 +314,30 @@ def test_review_accept_and_reject_and_list(judge_store, server, capsys):
     assert set(listed[0]) == set(contract.QUESTION_KEYS)
 
 
+def test_a_question_a_person_writes_is_human_accepted_and_checked_as_a_draft_is(judge_store, capsys):
+    """`suggest-questions --write Q --doc D --judge NAME`: provenance human (accepted: it joins the maintained
+    qrels), no LLM needed, its round trip recorded; a duplicate of a gold question, a document not in the corpus or
+    a missing --doc or name exits 2 and appends nothing."""
+    cfg = ["suggest-questions", "--config", str(judge_store.config)]
+    gold = gold_questions(load_config(judge_store.config).gold)
+    doc = next(iter(gold["n42"].relevant))
+    path = judge_store.data_dir / contract.QUESTIONS
+    for bad, message in ((["--write", gold["n43"].question, "--doc", doc, "--judge", "ana"], "duplicates"),
+                         (["--write", "Who was charged?", "--doc", "no-such-doc", "--judge", "ana"], "not a document"),
+                         (["--write", "Who was charged?", "--judge", "ana"], "--write needs --doc"),
+                         (["--write", "Who was charged?", "--doc", doc], "--judge NAME")):
+        assert main([*cfg, *bad]) == 2
+        assert message in capsys.readouterr().err
+        assert not path.exists()
+    assert main([*cfg, "--write", "Where did the shooting at the university event take place?", "--doc", doc,
+                 "--judge", "ana"]) == 0
+    (written,) = questions.latest(judge_store.data_dir).values()
+    assert (written.provenance, written.judge, written.doc_id) == (contract.PROVENANCE_HUMAN, "ana", doc)
+    assert written.retriever == questions.RETRIEVER and written.found_rank == 1
+    (added,) = questions.accepted_gold(judge_store.data_dir)
+    assert added.id == written.id and added.relevant == {doc: 2}
+
+
 def test_an_accepted_question_joins_added_per_question_and_per_question_is_unchanged(judge_store, server, embedder,
                                                                                       tmp_path, capsys):
     day = JUDGE_DAYS[0]

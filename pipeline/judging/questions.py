@@ -269,6 +269,47 @@ def suggest(config: Config, run_date: date, gold: Sequence[GoldQuestion], *, cli
     return result
 
 
+def write(config: Config, question: str, doc_id: str, judge: str, gold: Sequence[GoldQuestion], *,
+          encode: Callable[[Sequence[str]], np.ndarray] | None = None) -> Drafted:
+    """A question a person wrote for a document of the corpus (provenance human: accepted as written, it joins the
+    maintained qrels as a reviewed draft does). Checked as a draft is, with no LLM: the document must be in the
+    corpus (its latest text), the question must duplicate no gold question nor accepted one (QuestionError naming
+    it), and its round trip is recorded (a document not found is kept but flagged). Appended in one write."""
+    judge, question = (judge or "").strip(), " ".join((question or "").split())
+    if not judge:
+        raise QuestionError("give your name with --judge NAME: it is recorded with the question")
+    if len(judge) > ledger.MAX_JUDGE_LENGTH or "\n" in judge:
+        raise QuestionError(f"--judge: a name of at most {ledger.MAX_JUDGE_LENGTH} characters on one line")
+    if not question or len(question) > MAX_QUESTION_CHARS:
+        raise QuestionError(f"--write: a question of 1 to {MAX_QUESTION_CHARS} characters, got {len(question)}")
+    data_dir = config.data_dir
+    from pipeline import store
+
+    runs = store.read_runs(data_dir)
+    latest_day = max([date.today(), *([runs[contract.RUN_DATE].max().date()] if len(runs) else [])])
+    with Corpus.in_dir(data_dir, readonly=True) as corpus:
+        found = next((s for s in corpus.snapshot(latest_day) if s.document.id == doc_id), None)
+        if found is None:
+            raise QuestionError(f"--doc: {doc_id!r} is not a document of the corpus in {data_dir}")
+        day = found.first_seen
+        documents = [(s.document.id, f"{s.document.title}\n{s.document.text}".strip())
+                     for s in corpus.snapshot(date.fromisoformat(day))]
+    known = latest(data_dir)
+    references = [q.question for q in gold] + [d.question for d in known.values() if d.accepted]
+    result = SuggestResult("", 1, 0)
+    if not _deduplicated([(doc_id, found.content_hash, question)], references, config.judging.duplicate_cosine,
+                         encode or _encoder(config), result):
+        (_, _, same), = result.duplicates
+        raise QuestionError(f"--write: {question!r} duplicates {same!r} (the same text, or a cosine of at least "
+                            f"judging.duplicate_cosine {config.judging.duplicate_cosine:g})")
+    (rank,) = tfidf_ranks(documents, [question], [doc_id])
+    digest = hashlib.sha256(f"{doc_id}\n{found.content_hash}\n{question}".encode()).hexdigest()[:12]
+    written = Drafted(ID_PREFIX + digest, question, doc_id, found.content_hash, day, contract.PROVENANCE_HUMAN,
+                      ledger.now(), judge, RETRIEVER, rank, rank is None)
+    append(data_dir, [written])
+    return written
+
+
 def _encoder(config: Config) -> Callable[[Sequence[str]], np.ndarray]:
     from pipeline.embeddings import Embedder
 
