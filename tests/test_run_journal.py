@@ -108,8 +108,8 @@ def written(data_dir: Path, day: date) -> int:
 # A re-run's writes in order: `job.run_day`'s replace_date calls, answers.write_run's (its JSONL file, then three
 # CSVs), alerts, runs, then the seal. Killed after N of them, N = 0 .. len(STEPS).
 STEPS = ("per_question", "added_per_question", "metrics", "drift", "signals", "segments", "segment_questions",
-         "targets", "canary", "answers/DATE.jsonl", "per_answer", "generation", "agreement", "sources", "pool", "alerts",
-         "runs", "seal")
+         "targets", "canary", "answers/DATE.jsonl", "per_answer", "generation", "agreement", "sources", "pool",
+         "alerts", "runs", "seal")
 
 # One process imports the package once and forks a child per kill point; each child re-runs the date on its own
 # copy of the store and dies (os._exit, as SIGKILL would: no finally, no atexit) after its N-th write.
