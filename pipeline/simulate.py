@@ -125,6 +125,12 @@ def _check_out(source: Path, sandbox: Path) -> None:
                               "it back: simulate after it")
 
 
+# What a sandbox copies besides the corpus: every series, the drift reference (or it would reset), and the judging
+# loop's ledgers (judgments.jsonl, questions.jsonl: the maintained qrels and the pool read them, so a sandbox's
+# maintained series is scored with the source's qrels, not a version of its own).
+SANDBOX_FILES = (*contract.SCHEMAS, store.REFERENCE_FILE, contract.JUDGMENTS, contract.QUESTIONS)
+
+
 def prepare_sandbox(source: Path, sandbox: Path, scenario: Scenario) -> None:
     """Copy the source's series and corpus into `sandbox` (new, empty, or an earlier sandbox, which is replaced)."""
     source, sandbox = Path(source).resolve(), Path(sandbox).resolve()
@@ -132,7 +138,7 @@ def prepare_sandbox(source: Path, sandbox: Path, scenario: Scenario) -> None:
     discard_sandbox(sandbox)
     sandbox.mkdir(parents=True, exist_ok=True)
     with _read_lock(source):
-        for name in (*contract.SCHEMAS, store.REFERENCE_FILE):  # the drift reference too, or it would reset
+        for name in SANDBOX_FILES:
             if (source / name).exists():
                 shutil.copyfile(source / name, sandbox / name)
         # immutable=1: read without creating -wal/-shm files, so the source stays byte-identical

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import contract, store
-from pipeline.simulate import SANDBOX_FILE, Scenario, SimulationError, simulate
+from pipeline.simulate import SANDBOX_FILE, SANDBOX_FILES, Scenario, SimulationError, simulate
 from tests.test_run_journal import DAYS, ROOT, history, make_config
 
 __all__ = ["history"]
@@ -111,10 +111,13 @@ def test_a_simulation_killed_at_any_step_then_run_again_equals_an_uninterrupted_
     expected, listing = csv_rows(reference / "sandbox"), files(reference / "sandbox")
     original = csv_rows(source)
     assert sorted(expected) == sorted(original) and len(expected[contract.RUNS]) == len(DAYS)
+    # The sandbox scores its maintained series with the source's qrels (its judgments and accepted questions copied):
+    # no qrels version of its own, and the source's accepted question in every date's means.
+    assert expected[contract.QRELS_VERSIONS] == original[contract.QRELS_VERSIONS]
     for name, found in original.items():  # the history before the start, whole
         assert [r for r in expected[name] if r["run_date"] < str(SCENARIO.start)] == [
             r for r in found if r["run_date"] < str(SCENARIO.start)], name
-    copied = [name for name in (*contract.SCHEMAS, store.REFERENCE_FILE) if (source / name).exists()]
+    copied = [name for name in SANDBOX_FILES if (source / name).exists()]
     steps = len(copied) + 5
     driver = DRIVER.format(root=str(ROOT), source=str(source), out=str(tmp_path / "killed"), reference=str(reference),
                            steps=steps, files=len(copied))
