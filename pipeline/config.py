@@ -968,16 +968,15 @@ def _check_judging(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
     if j.api_key_env is not None and not _ENV_NAME.fullmatch(j.api_key_env):
         raise bad("judging.api_key_env", "give the NAME of an environment variable holding the key "
                                          "(secrets are never written in the config)")
-    used = monitored_uses(cfg)
-    if j.model is not None and j.model in used:
-        raise bad("judging.model", f"{j.model!r} is the model {used[j.model]} names: a pipeline that is monitored "
-                                   "must not judge its own results; name another model")
+    refused = monitored_judge(cfg, j.model)
+    if refused:
+        raise bad("judging.model", refused)
 
 
 def monitored_uses(cfg: Config) -> dict[str, str]:
     """Each model name a monitored pipeline uses, with the first setting naming it (generation.model,
     generation.judge_model, embedder.model, rerank.model, targets[i].model): the LLM pre-label and drafted
-    questions refuse a judge among them. The one owner of that list; `monitored_use` is its set."""
+    questions refuse a judge among them (`monitored_judge`). The one owner of that list."""
     found: dict[str, str] = {}
     named = [("generation.model", cfg.generation.model), ("generation.judge_model", cfg.generation.judge_model),
              ("embedder.model", cfg.embedder.model), ("rerank.model", cfg.rerank.model),
@@ -988,10 +987,13 @@ def monitored_uses(cfg: Config) -> dict[str, str]:
     return found
 
 
-def monitored_use(cfg: Config) -> set[str]:
-    """The model names a monitored pipeline uses (the generator, the answer judge, the embedder and reranker of
-    the builtin pipelines, any target's model)."""
-    return set(monitored_uses(cfg))
+def monitored_judge(cfg: Config, model: str | None) -> str | None:
+    """Why `model` may not judge (a monitored pipeline uses it, and would grade its own results), or None."""
+    used = monitored_uses(cfg)
+    if model and model in used:
+        return f"{model!r} is the model {used[model]} names: a pipeline that is monitored must not judge its own " \
+               "results; name another model"
+    return None
 
 
 def judging_endpoint(cfg: Config) -> GenerationConfig:

@@ -189,13 +189,13 @@ def test_without_an_endpoint_or_model_both_commands_exit_2(judge_store, capsys, 
 
 
 def test_monitored_use_names_every_model(tmp_path):
-    from pipeline.config import Config, GenerationConfig, TargetConfig, monitored_use
+    from pipeline.config import Config, GenerationConfig, TargetConfig, monitored_uses
 
     config = Config(data_dir=tmp_path, gold=tmp_path / "g.jsonl",
                     generation=GenerationConfig(base_url="http://127.0.0.1:9/v1", model="gen", judge_model="jm"),
                     targets=(TargetConfig(name="t", kind="chroma", path=tmp_path, collection="c",
                                           model="target-embedder"),))
-    assert monitored_use(config) == {"gen", "jm", "target-embedder", config.embedder.model, config.rerank.model}
+    assert set(monitored_uses(config)) == {"gen", "jm", "target-embedder", config.embedder.model, config.rerank.model}
 
 
 def test_a_failing_endpoint_is_reported_and_exits_1(judge_store, server, capsys):

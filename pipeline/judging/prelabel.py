@@ -6,7 +6,7 @@ judgment: the queue ignores it; the Judge page and `driftwatch judge` show it be
 
 `human_agreement` measures the suggestions against the humans' judgments of the same (question, document, text):
 Cohen's kappa, graded (0-2) and binary (relevant or not), with the number of pairs. The judge model must not be one
-a monitored pipeline uses (config.monitored_use): it would grade its own results."""
+a monitored pipeline uses (config.monitored_judge): it would grade its own results."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pipeline import contract
 from pipeline.answers.agreement import cohen_kappa
-from pipeline.config import Config, ConfigError, judging_endpoint, monitored_uses
+from pipeline.config import Config, ConfigError, judging_endpoint, monitored_judge
 from pipeline.corpus import Corpus
 from pipeline.gold import GoldQuestion
 from pipeline.judging import ledger, review
@@ -77,10 +77,9 @@ def judge_name(model: str) -> str:
 
 def check_model(config: Config, model: str | None) -> None:
     """ConfigError (exit 2) when the judge model is one a monitored pipeline uses, naming the key that uses it."""
-    used = monitored_uses(config)
-    if model and model in used:
-        raise ConfigError(f"{config.file or 'the config'}: judging.model: {model!r} is the model {used[model]} "
-                          "names: a pipeline that is monitored must not judge its own results; name another model")
+    refused = monitored_judge(config, model)
+    if refused:
+        raise ConfigError(f"{config.file or 'the config'}: judging.model: {refused}")
 
 
 # --- agreement with the humans --------------------------------------------------------------------------------
