@@ -4,7 +4,8 @@ day's collection (every chunk published up to the day, the default embedder's ve
 day's chunks' vectors multiplied by a fixed random orthogonal matrix: same dimension, unit norm, no stamp).
 Prints, per stream: the records falsely named over all clean days (expected 0), the cosines that set the lines, and
 for each D the days from D on that name the generation and the record recall (of the generation's records read).
-Run: python -m bench.generations [--streams news peps] [--every 10] [--cache DIR] [--text-neighbour X ...]."""
+Run: python -m bench.generations [--streams news peps] [--every 10] [--cache DIR] [--text-neighbour X ...]
+[--min-neighbours N]."""
 
 from __future__ import annotations
 
@@ -137,11 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=Path("/tmp/driftwatch-bench"))
     for key in ("text_neighbour", "neighbour_cosine", "space_cosine"):  # another line than the default, to compare
         parser.add_argument(f"--{key.replace('_', '-')}", type=float, default=getattr(IndexHealthConfig(), key))
+    parser.add_argument("--min-neighbours", type=int, default=IndexHealthConfig().min_neighbours)
     args = parser.parse_args(argv)
     settings = IndexHealthConfig(text_neighbour=args.text_neighbour, neighbour_cosine=args.neighbour_cosine,
-                                 space_cosine=args.space_cosine)
+                                 space_cosine=args.space_cosine, min_neighbours=args.min_neighbours)
     print(f"lines: text_neighbour {settings.text_neighbour}, neighbour_cosine {settings.neighbour_cosine}, "
-          f"space_cosine {settings.space_cosine}")
+          f"space_cosine {settings.space_cosine}, min_neighbours {settings.min_neighbours}")
     for name in args.streams:
         if not STREAMS[name].exists():
             print(f"{STREAMS[name]}: not found", file=sys.stderr)

@@ -435,6 +435,9 @@ class IndexHealthConfig:
     text_neighbour: float = 0.15
     neighbour_cosine: float = 0.105
     space_cosine: float = 0.3
+    # A component outside the main space is judged only on text neighbours of at least this many distinct texts in
+    # the main space: one story's copies (a boilerplate chunk, a document indexed twice) are one piece of evidence.
+    min_neighbours: int = 3
     # The drift statistics read the vectors of the store of `stores` (exactly one) instead of driftwatch's embedding
     # of the same chunks (its record ids are driftwatch's chunk ids "<doc_id>#<n>", or one-chunk documents' ids).
     drift: bool = False
@@ -947,6 +950,8 @@ def _check_index_health(cfg: Config, bad: Callable[[str, str], ConfigError]) -> 
         raise bad("index_health.stale_cosine", "need 0 < stale_cosine < generation_cosine <= 1")
     if h.neighbourhood_sample < 0:
         raise bad("index_health.neighbourhood_sample", "must be >= 0 records (0: no neighbourhood signatures)")
+    if h.min_neighbours < 1:
+        raise bad("index_health.min_neighbours", "must be >= 1 distinct text")
     for key in ("text_neighbour", "neighbour_cosine", "space_cosine"):
         if not 0 < getattr(h, key) < 1:
             raise bad(f"index_health.{key}", "must be a cosine between 0 and 1 (exclusive)")

@@ -33,6 +33,10 @@ SNAPSHOT_FILE = "index_snapshots.sqlite"  # in the data directory: each store's 
 MAX_EXAMPLES = 5  # ids named in a row's examples and an alert's message
 DIGEST_DECIMALS = 5  # a vector's digest is of its float32 values rounded to this many decimals
 UNIT_NORM_TOLERANCE = 1e-3  # a vector of norm within this of 1 is unit-normalised
+# The run dates whose snapshots a store keeps (the latest): a re-run of any of the last SNAPSHOTS_KEPT - 1 diffs
+# against the snapshot its run had. Older ones are dropped: a store can only be read as it is now, so an older date
+# is never read again, and a snapshot holds every record (15.6 MB a run at 100,000 records: bench/index_health_scale).
+SNAPSHOTS_KEPT = 8
 
 
 class IndexHealthError(DriftwatchError):
@@ -71,7 +75,8 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS records (
 
 
 class Snapshots:
-    """The snapshots' SQLite file: a run date's records of a store are replaced as a whole, in one transaction."""
+    """The snapshots' SQLite file: a run date's records of a store are replaced as a whole, in one transaction, which
+    drops the store's snapshots older than its SNAPSHOTS_KEPT latest dates."""
 
     def __init__(self, data_dir: Path) -> None:
         Path(data_dir).mkdir(parents=True, exist_ok=True)
@@ -98,6 +103,9 @@ class Snapshots:
             self.db.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                 [(name, day, k.id, k.doc_id, k.text_hash, k.vector_digest, k.model, k.dim, k.norm,
                                   int(k.stale)) for k in keys])
+            self.db.execute("DELETE FROM records WHERE store = ? AND run_date < (SELECT min(run_date) FROM (SELECT "
+                            "DISTINCT run_date FROM records WHERE store = ? ORDER BY run_date DESC LIMIT ?))",
+                            (name, name, SNAPSHOTS_KEPT))
 
 
 @dataclass(frozen=True)
@@ -223,7 +231,8 @@ def spaces(texts: Sequence[str], vectors: np.ndarray, settings: IndexHealthConfi
     """The records' vector spaces: each record's component of the graph linking two records whose vectors' cosine is
     at least `space_cosine`, whether it is in the main space (the largest component), and for each other component
     with evidence the mean vector cosine of its records to their text neighbours in the main space (TF-IDF cosine
-    >= `text_neighbour`); and how many records have a text neighbour in the main space."""
+    >= `text_neighbour`); evidence is text neighbours of at least `min_neighbours` distinct texts (copies of one
+    text are one neighbour); and how many records have a text neighbour in the main space."""
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import connected_components
 
@@ -233,11 +242,13 @@ def spaces(texts: Sequence[str], vectors: np.ndarray, settings: IndexHealthConfi
     _, labels = connected_components(csr_matrix(cosines >= settings.space_cosine), directed=False)
     main = labels == np.bincount(labels).argmax()
     evidence = (text_similarities(texts) >= settings.text_neighbour)[:, main]
+    distinct: dict[str, int] = {}
+    text_of = np.array([distinct.setdefault(t, len(distinct)) for t in texts])[main]  # the main records' text ids
     means = {}
     for component in np.unique(labels[~main]):
         members = labels == component
         pairs = evidence[members]
-        if pairs.any():
+        if len(np.unique(text_of[pairs.any(axis=0)])) >= settings.min_neighbours:
             means[int(component)] = float(cosines[np.ix_(members, main)][pairs].mean())
     return labels, main, means, int(evidence.any(axis=1).sum())
 
@@ -250,7 +261,8 @@ def other_spaces(texts: Sequence[str], vectors: np.ndarray, settings: IndexHealt
     space the largest; a vector of another model, or the same model's rotated or re-trained, has no such neighbour in
     the main space. A component outside the main space is another generation when its records' text neighbours in
     the main space (TF-IDF cosine >= `text_neighbour`) are not near in the stored vectors (their mean vector cosine
-    is below `neighbour_cosine`); a record alone in its corner of the space (no text neighbour there) is never named.
+    is below `neighbour_cosine`); a record alone in its corner of the space (text neighbours there of fewer than
+    `min_neighbours` distinct texts) is never named.
     `read_spaces`: the (labels, means) of `spaces` already read for these records (then the count read is -1)."""
     if len(texts) < 3:
         return np.zeros(0, dtype=int), 0

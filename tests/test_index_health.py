@@ -276,6 +276,25 @@ def test_the_re_embedded_sample_names_another_backend_between_the_two_lines(tmp_
     assert health.count(MIXED_GENERATIONS) == 1 and health.count(STALE) == 0
 
 
+def test_a_store_keeps_its_latest_snapshots_and_a_re_run_of_the_latest_date_still_diffs_against_its_own(
+        tmp_path, embedder):
+    """A snapshot holds every record (15.6 MB a run at 100,000 records): the file keeps each store's
+    SNAPSHOTS_KEPT latest dates, not one per run forever. Before, every date stayed."""
+    recs = records(embedder, TEXTS)
+    days = [START + timedelta(days=n) for n in range(index_health.SNAPSHOTS_KEPT + 3)]
+    for n, day in enumerate(days):
+        edited = [dataclasses.replace(r, text=f"{r.text} Update {n}.") if r.id == "d0#0" else r for r in recs]
+        health = check(tmp_path, embedder, edited, day, sample=0)
+    snapshots = index_health.Snapshots(tmp_path)
+    try:
+        kept = [r[0] for r in snapshots.db.execute("SELECT DISTINCT run_date FROM records ORDER BY run_date")]
+    finally:
+        snapshots.close()
+    assert kept == [d.isoformat() for d in days[-index_health.SNAPSHOTS_KEPT:]]
+    again = check(tmp_path, embedder, edited, days[-1], sample=0)
+    assert again.previous_date == days[-2].isoformat() and again.count(STALE) == health.count(STALE) == 1
+
+
 def test_the_digest_ignores_how_the_vector_was_read_back_but_not_a_re_embedding():
     v = np.random.default_rng(1).normal(size=384).astype(np.float32)
     assert index_health.vector_digest(v) == index_health.vector_digest(v.astype(np.float64).tolist())

@@ -122,3 +122,36 @@ def test_the_signatures_tell_the_spaces_apart_on_the_store_s_own_vectors(rotated
     extra = np.vstack([vectors, rotation(vectors.shape[1], seed=8) @ vectors[0]])
     again, _ = index_health.other_spaces(lone, extra, settings)
     assert len(records) not in set(again.tolist()) and set(again.tolist()) == set(hits.tolist())
+
+
+def copies_scene(neighbour_texts: list[str]) -> tuple[list[str], np.ndarray]:
+    """A main space of 30 records (vectors near one axis, cosines about 0.6, texts sharing no word with the rest)
+    plus the given records inside it, and one record X whose vector is orthogonal to all of them (its own space)
+    and whose text shares its words with those records (its text neighbours in the main space). X is last."""
+    rng = np.random.default_rng(3)
+    dim = 16
+    noise = rng.normal(size=(30 + len(neighbour_texts), dim)) * 0.2
+    noise[:, :2] = 0.0  # nothing along X's axis (1), the main axis (0) set below
+    main = noise
+    main[:, 0] = 1.0
+    x = np.zeros((1, dim))
+    x[0, 1] = 1.0
+    texts = [f"filler{i} padding{i} other{i} words{i}" for i in range(30)] + neighbour_texts
+    texts.append("ferry harbour island aground storm rescue")
+    return texts, np.vstack([main, x]).astype(np.float32)
+
+
+def test_copies_of_one_text_are_one_text_neighbour_not_the_evidence_of_another_space():
+    """A record alone in its corner of the space whose only text neighbour is one story held four times (a chunk
+    indexed twice, boilerplate) is not named: the 100,000-record bench named 5 such records of a clean store
+    (bench/index_health_scale.py) before copies of one text counted once. Three distinct far neighbours still name
+    it."""
+    settings = IndexHealthConfig()
+    texts, vectors = copies_scene(["ferry harbour island aground storm rescue crew"] * 4)
+    named, _ = index_health.other_spaces(texts, vectors, settings)
+    assert named.tolist() == []
+    texts, vectors = copies_scene([f"ferry harbour island aground storm rescue {w}" for w in ("crew", "coast", "tug")])
+    named, _ = index_health.other_spaces(texts, vectors, settings)
+    assert named.tolist() == [len(texts) - 1]
+    named, _ = index_health.other_spaces(texts, vectors, IndexHealthConfig(min_neighbours=4))
+    assert named.tolist() == []
