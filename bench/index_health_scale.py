@@ -4,7 +4,9 @@ ids, four records to a document), read by `index_health.check` twice, as two dai
 (the first snapshot, then the diff against it after 1% of the records were rewritten with another article, text
 and vector, and 0.1% deleted).
 Prints per run: seconds (the scan, the re-embedded sample and the neighbourhood signatures included), the peak
-resident memory of this process, the snapshot file's size and the findings. Every run reads every record: none of
+resident memory of this process, the snapshot file's size and the findings; then the neighbourhood signatures'
+records falsely named over --days daily reads of the same clean store, with every text neighbour counted and with
+copies of one text counted once (min_neighbours). Every run reads every record: none of
 the three stores offers a change feed that a read-only client could follow, so the snapshot is taken whole.
 Run: python -m bench.index_health_scale [--n N] (needs the pgvector extra and the pgserver wheel)."""
 
@@ -17,7 +19,7 @@ import resource
 import sys
 import tempfile
 import time
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 from pipeline.contract import MIXED_GENERATIONS, STALE  # noqa: E402
 from pipeline.config import EmbedderConfig, IndexHealthConfig, TargetConfig  # noqa: E402
 from pipeline.embeddings import Embedder  # noqa: E402
-from pipeline.index_health import SNAPSHOT_FILE, check  # noqa: E402
-from pipeline.vectorstores import open_store  # noqa: E402
+from pipeline.index_health import SNAPSHOT_FILE, check, other_spaces, read_records  # noqa: E402
+from pipeline.vectorstores import StoredVector, open_store  # noqa: E402
 from tests.vectorstore_support import PgWriter, Records, postgres  # noqa: E402
 
 NEWS = ROOT.parent / "shared" / "data" / "news-2025-autumn" / "articles.jsonl"
@@ -49,6 +51,22 @@ def records(ids: list[str], rows: np.ndarray, articles: np.ndarray, texts: list[
                    vectors[articles], model)
 
 
+def false_named(texts: list[str], vectors: np.ndarray, source: np.ndarray, days: int) -> None:
+    """The neighbourhood signatures on this clean store (one generation) over `days` daily reads of
+    `neighbourhood_sample` records by the seeded order: records falsely named, at min_neighbours 1 (every text
+    neighbour counted, copies too) and at the default."""
+    recs = [StoredVector(f"r{i:07d}", f"d{i // 4:07d}", texts[j], vectors[j], "m") for i, j in enumerate(source)]
+    for m in sorted({1, IndexHealthConfig().min_neighbours}):
+        settings = IndexHealthConfig(min_neighbours=m)
+        named = []
+        for d in range(days):
+            _, _, near = read_records(recs, "kb", date(2026, 1, 1) + timedelta(days=d), 0,
+                                      settings.neighbourhood_sample)
+            named.append(len(other_spaces([t for _, t, _ in near], np.stack([v for _, _, v in near]), settings)[0]))
+        print(f"neighbourhood signatures, min_neighbours {m}: {sum(named)} records falsely named over {days} daily "
+              f"reads of {settings.neighbourhood_sample} of {len(recs):,} records, on {sum(map(bool, named))} days")
+
+
 def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -57,6 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--news", type=Path, default=NEWS)
+    parser.add_argument("--days", type=int, default=30, help="daily reads of the signatures' false-naming count")
     args = parser.parse_args(argv)
     texts = base_texts(args.news)
     embedder = Embedder(EmbedderConfig())
@@ -98,6 +117,7 @@ def main(argv: list[str] | None = None) -> None:
                 if f.kind in (MIXED_GENERATIONS, STALE) and f.count:
                     print(f"  {f.kind}: {' '.join(f.examples)}")
         writer.close()
+    false_named(texts, vectors, source, args.days)
 
 
 if __name__ == "__main__":
