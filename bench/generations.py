@@ -3,7 +3,8 @@ day's collection (every chunk published up to the day, the default embedder's ve
 `neighbourhood_sample` records by the seeded order) clean, and with a rotated generation injected on day D (that
 day's chunks' vectors multiplied by a fixed random orthogonal matrix: same dimension, unit norm, no stamp).
 Prints, per stream: the records falsely named over all clean days (expected 0), the cosines that set the lines, and
-for each D the days from D on that name the generation and the record recall (of the generation's records read).
+for each D the days from D on that name the generation and the record recall (of the generation's records read);
+then a second real model (static_vectors) injected on the same days: its records named on their day.
 Run: python -m bench.generations [--streams news peps] [--every 10] [--cache DIR] [--text-neighbour X ...]
 [--min-neighbours N]."""
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from pipeline.chunking import chunk_document
 from pipeline.config import ChunkingConfig, EmbedderConfig, IndexHealthConfig
-from pipeline.embeddings import Embedder
+from pipeline.embeddings import Embedder, normalize
 from pipeline.index_health import _rank, other_spaces, spaces, text_similarities
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,6 +67,16 @@ def read(ids: list[str], held: np.ndarray, day: int, cap: int) -> np.ndarray:
 def rotation(dim: int, seed: int = 0) -> np.ndarray:
     q, r = np.linalg.qr(np.random.default_rng(seed).normal(size=(dim, dim)))
     return (q * np.sign(np.diag(r))).astype(np.float32)
+
+
+def static_vectors(texts: list[str]) -> np.ndarray:
+    """Another real model of the same dimension: the default model's own token embeddings, mean-pooled over each
+    text's tokens and unit-normalised (a static embedding model, as model2vec distils one). Its space is not a rotation
+    of the model's: it keeps a correlation with it (the transformer's residual stream carries the token embeddings)."""
+    model = Embedder(EmbedderConfig()).model
+    table = model[0].auto_model.embeddings.word_embeddings.weight.detach().numpy()
+    tokens = model.tokenizer(texts, add_special_tokens=False, truncation=True, max_length=256)["input_ids"]
+    return normalize(np.stack([table[t].mean(axis=0) if t else table[0] for t in tokens]).astype(np.float32))
 
 
 def signatures(texts: list[str], vectors: np.ndarray, settings: IndexHealthConfig
@@ -126,6 +137,20 @@ def run(name: str, path: Path, every: int, cache: Path, settings: IndexHealthCon
         print(f"  rotated generation on day {injected} ({int((when == injected).sum())} chunks): named on "
               f"{days_named} of {n_days - injected + 1} days, record recall on day {injected} {recalls[0]:.3f}, "
               f"mean {np.mean(recalls):.3f}, min {min(recalls):.3f}; other records named {others}")
+    static = static_vectors(texts)
+    same_text = np.einsum("ij,ij->i", static, vectors)
+    static_named, static_total = 0, 0
+    for injected in range(every, n_days + 1, every):
+        stored = vectors.copy()
+        stored[when == injected] = static[when == injected]
+        held = read(ids, np.flatnonzero(when <= injected), injected, settings.neighbourhood_sample)
+        named, _ = signatures([texts[i] for i in held], stored[held], settings)
+        generation = set(held[when[held] == injected].tolist())
+        static_named += len(generation & set(held[named].tolist()))
+        static_total += len(generation)
+    print(f"  a static generation (the model's token embeddings mean-pooled) injected on the same days: {static_named} "
+          f"of {static_total} records named on their day; its cosine with the model's vector of the same text p50 "
+          f"{np.median(same_text):.3f}, max {same_text.max():.3f} (a re-embedded sampled record of it reads as stale)")
     print(f"  components outside the main space, mean vector cosine to their text neighbours in it (the line "
           f"neighbour_cosine): clean {len(clean_means)}, min {min(clean_means, default=np.nan):.3f}; rotated "
           f"{len(rotated_means)}, max {max(rotated_means, default=np.nan):.3f}")
