@@ -79,11 +79,11 @@ def static_vectors(texts: list[str]) -> np.ndarray:
     return normalize(np.stack([table[t].mean(axis=0) if t else table[0] for t in tokens]).astype(np.float32))
 
 
-def signatures(texts: list[str], vectors: np.ndarray, settings: IndexHealthConfig
+def signatures(texts: list[str], vectors: np.ndarray, settings: IndexHealthConfig, docs: list[str]
                ) -> tuple[np.ndarray, dict[tuple[int, ...], float]]:
     """other_spaces' records named, from one reading of the spaces, and the components' means (by their members)."""
-    labels, _, means, _ = spaces(texts, vectors, settings)
-    named, _ = other_spaces(texts, vectors, settings, (labels, means))
+    labels, _, means, _ = spaces(texts, vectors, settings, docs)
+    named, _ = other_spaces(texts, vectors, settings, (labels, means), docs)
     return named, {tuple(np.flatnonzero(labels == c).tolist()): m for c, m in means.items()}
 
 
@@ -107,6 +107,7 @@ def lines(texts: list[str], vectors: np.ndarray, settings: IndexHealthConfig, ro
 
 def run(name: str, path: Path, every: int, cache: Path, settings: IndexHealthConfig) -> None:
     ids, texts, when = chunks(path)
+    docs = [i.rsplit("#", 1)[0] for i in ids]  # chunk ids are <doc_id>#<n>
     vectors = embedded(name, texts, cache)
     when = np.asarray(when)
     n_days = int(when.max())
@@ -117,7 +118,7 @@ def run(name: str, path: Path, every: int, cache: Path, settings: IndexHealthCon
     false, clean_means, rotated_means = 0, [], []
     for day in range(1, n_days + 1):
         held = read(ids, np.flatnonzero(when <= day), day, settings.neighbourhood_sample)
-        named, means = signatures([texts[i] for i in held], vectors[held], settings)
+        named, means = signatures([texts[i] for i in held], vectors[held], settings, [docs[i] for i in held])
         false += len(named)
         clean_means += means.values()
     print(f"  clean: {false} records falsely named over {n_days} days")
@@ -127,7 +128,7 @@ def run(name: str, path: Path, every: int, cache: Path, settings: IndexHealthCon
         days_named, recalls, others = 0, [], 0
         for day in range(injected, n_days + 1):
             held = read(ids, np.flatnonzero(when <= day), day, settings.neighbourhood_sample)
-            named, means = signatures([texts[i] for i in held], stored[held], settings)
+            named, means = signatures([texts[i] for i in held], stored[held], settings, [docs[i] for i in held])
             generation = set(held[when[held] == injected].tolist())
             hit = generation & set(held[named].tolist())
             days_named += bool(hit)
@@ -144,7 +145,7 @@ def run(name: str, path: Path, every: int, cache: Path, settings: IndexHealthCon
         stored = vectors.copy()
         stored[when == injected] = static[when == injected]
         held = read(ids, np.flatnonzero(when <= injected), injected, settings.neighbourhood_sample)
-        named, _ = signatures([texts[i] for i in held], stored[held], settings)
+        named, _ = signatures([texts[i] for i in held], stored[held], settings, [docs[i] for i in held])
         generation = set(held[when[held] == injected].tolist())
         static_named += len(generation & set(held[named].tolist()))
         static_total += len(generation)

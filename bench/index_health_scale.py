@@ -62,7 +62,8 @@ def false_named(texts: list[str], vectors: np.ndarray, source: np.ndarray, days:
         for d in range(days):
             _, _, near = read_records(recs, "kb", date(2026, 1, 1) + timedelta(days=d), 0,
                                       settings.neighbourhood_sample)
-            named.append(len(other_spaces([t for _, t, _ in near], np.stack([v for _, _, v in near]), settings)[0]))
+            named.append(len(other_spaces([t for _, t, _ in near], np.stack([v for _, _, v in near]), settings,
+                                          docs=[k.doc_id for k, _, _ in near])[0]))
         print(f"neighbourhood signatures, min_neighbours {m}: {sum(named)} records falsely named over {days} daily "
               f"reads of {settings.neighbourhood_sample} of {len(recs):,} records, on {sum(map(bool, named))} days")
 

@@ -435,8 +435,9 @@ class IndexHealthConfig:
     text_neighbour: float = 0.15
     neighbour_cosine: float = 0.105
     space_cosine: float = 0.3
-    # A component outside the main space is judged only on text neighbours of at least this many distinct texts in
-    # the main space: one story's copies (a boilerplate chunk, a document indexed twice) are one piece of evidence.
+    # A component outside the main space is judged only on text neighbours in the main space from at least this many
+    # documents, copies of one text counted once: a document's chunks, or one story's copies (a boilerplate chunk, a
+    # document indexed twice), are one piece of evidence.
     min_neighbours: int = 3
     # The drift statistics read the vectors of the store of `stores` (exactly one) instead of driftwatch's embedding
     # of the same chunks (its record ids are driftwatch's chunk ids "<doc_id>#<n>", or one-chunk documents' ids).

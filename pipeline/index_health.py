@@ -35,7 +35,7 @@ DIGEST_DECIMALS = 5  # a vector's digest is of its float32 values rounded to thi
 UNIT_NORM_TOLERANCE = 1e-3  # a vector of norm within this of 1 is unit-normalised
 # The run dates whose snapshots a store keeps (the latest): a re-run of any of the last SNAPSHOTS_KEPT - 1 diffs
 # against the snapshot its run had. Older ones are dropped: a store can only be read as it is now, so an older date
-# is never read again, and a snapshot holds every record (15.6 MB a run at 100,000 records: bench/index_health_scale).
+# is never read again, and a snapshot holds every record (its size at scale: bench/index_health_scale.py).
 SNAPSHOTS_KEPT = 8
 
 
@@ -226,13 +226,15 @@ def text_similarities(texts: Sequence[str]) -> np.ndarray:
     return out
 
 
-def spaces(texts: Sequence[str], vectors: np.ndarray, settings: IndexHealthConfig
-           ) -> tuple[np.ndarray, np.ndarray, dict[int, float], int]:
+def spaces(texts: Sequence[str], vectors: np.ndarray, settings: IndexHealthConfig,
+           docs: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray, dict[int, float], int]:
     """The records' vector spaces: each record's component of the graph linking two records whose vectors' cosine is
     at least `space_cosine`, whether it is in the main space (the largest component), and for each other component
     with evidence the mean vector cosine of its records to their text neighbours in the main space (TF-IDF cosine
-    >= `text_neighbour`); evidence is text neighbours of at least `min_neighbours` distinct texts (copies of one
-    text are one neighbour); and how many records have a text neighbour in the main space."""
+    >= `text_neighbour`); evidence is text neighbours of at least `min_neighbours` documents (`docs`, the records'
+    document ids; without them each text is its own), copies of one text counted once, in the first record's
+    document: the chunks of one document, or one story indexed twice, are one piece of evidence, not several; and
+    how many records have a text neighbour in the main space."""
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import connected_components
 
@@ -242,32 +244,34 @@ def spaces(texts: Sequence[str], vectors: np.ndarray, settings: IndexHealthConfi
     _, labels = connected_components(csr_matrix(cosines >= settings.space_cosine), directed=False)
     main = labels == np.bincount(labels).argmax()
     evidence = (text_similarities(texts) >= settings.text_neighbour)[:, main]
-    distinct: dict[str, int] = {}
-    text_of = np.array([distinct.setdefault(t, len(distinct)) for t in texts])[main]  # the main records' text ids
+    first: dict[str, str] = {}  # a text's document: the first record holding it
+    unit = np.array([first.setdefault(t, d) for t, d in zip(texts, texts if docs is None else docs)],
+                    dtype=object)[main]  # the main records' units of evidence
     means = {}
     for component in np.unique(labels[~main]):
         members = labels == component
         pairs = evidence[members]
-        if len(np.unique(text_of[pairs.any(axis=0)])) >= settings.min_neighbours:
+        if len(set(unit[pairs.any(axis=0)])) >= settings.min_neighbours:
             means[int(component)] = float(cosines[np.ix_(members, main)][pairs].mean())
     return labels, main, means, int(evidence.any(axis=1).sum())
 
 
 def other_spaces(texts: Sequence[str], vectors: np.ndarray, settings: IndexHealthConfig,
-                 read_spaces: tuple[np.ndarray, dict[int, float]] | None = None) -> tuple[np.ndarray, int]:
+                 read_spaces: tuple[np.ndarray, dict[int, float]] | None = None, docs: Sequence[str] | None = None
+                 ) -> tuple[np.ndarray, int]:
     """Neighbourhood signatures, no re-embedding: the indices of the records whose vectors sit in another space
     than the collection's main one, and how many records were read with a text neighbour in the main space.
     The spaces (`spaces`): the connected components of the graph of the vectors' cosines >= `space_cosine`, the main
     space the largest; a vector of another model, or the same model's rotated or re-trained, has no such neighbour in
     the main space. A component outside the main space is another generation when its records' text neighbours in
     the main space (TF-IDF cosine >= `text_neighbour`) are not near in the stored vectors (their mean vector cosine
-    is below `neighbour_cosine`); a record alone in its corner of the space (text neighbours there of fewer than
-    `min_neighbours` distinct texts) is never named.
+    is below `neighbour_cosine`); a record alone in its corner of the space (text neighbours there in fewer than
+    `min_neighbours` documents, `docs`) is never named.
     `read_spaces`: the (labels, means) of `spaces` already read for these records (then the count read is -1)."""
     if len(texts) < 3:
         return np.zeros(0, dtype=int), 0
     if read_spaces is None:
-        labels, _, means, read = spaces(texts, vectors, settings)
+        labels, _, means, read = spaces(texts, vectors, settings, docs)
     else:
         (labels, means), read = read_spaces, -1
     other = [c for c, mean in means.items() if mean < settings.neighbour_cosine]
@@ -297,7 +301,8 @@ def generations(keys: dict[str, RecordKey], cosines: Sequence[tuple[RecordKey, f
     spaced: list[str] = []
     if neighbourhood:
         named, read = other_spaces([text for _, text, _ in neighbourhood],
-                                   np.stack([vector for _, _, vector in neighbourhood]), settings)
+                                   np.stack([vector for _, _, vector in neighbourhood]), settings,
+                                   docs=[key.doc_id for key, _, _ in neighbourhood])
         spaced = sorted(neighbourhood[i][0].id for i in named)
         if spaced:
             hows.append(f"neighbourhood signatures: {len(spaced)} of {len(neighbourhood)} records read sit in "

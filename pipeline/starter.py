@@ -181,7 +181,7 @@ NOTES: dict[str, dict[str, str]] = {
         "text_neighbour": "TF-IDF cosine at which two stored texts are neighbours",
         "neighbour_cosine": "below this mean vector cosine to its text neighbours a record sits in another space",
         "space_cosine": "vector cosine linking records into one space (the main space: the largest)",
-        "min_neighbours": "distinct texts among a component's text neighbours needed to judge its space",
+        "min_neighbours": "documents among a component's text neighbours needed to judge its space (copies once)",
         "drift": "the drift statistics read the store's own vectors (one store; ids: chunk ids or document ids)",
     },
     "judging": {

@@ -278,7 +278,7 @@ def test_the_re_embedded_sample_names_another_backend_between_the_two_lines(tmp_
 
 def test_a_store_keeps_its_latest_snapshots_and_a_re_run_of_the_latest_date_still_diffs_against_its_own(
         tmp_path, embedder):
-    """A snapshot holds every record (15.6 MB a run at 100,000 records): the file keeps each store's
+    """A snapshot holds every record (its size at 100,000 records: docs/benchmarks.md): the file keeps each store's
     SNAPSHOTS_KEPT latest dates, not one per run forever. Before, every date stayed."""
     recs = records(embedder, TEXTS)
     days = [START + timedelta(days=n) for n in range(index_health.SNAPSHOTS_KEPT + 3)]

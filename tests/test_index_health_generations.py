@@ -116,7 +116,8 @@ def test_the_signatures_tell_the_spaces_apart_on_the_store_s_own_vectors(rotated
         opened.close()
     settings = config.index_health
     vectors = np.stack([r.vector for r in records])
-    hits, read = index_health.other_spaces([r.text for r in records], vectors, settings)
+    hits, read = index_health.other_spaces([r.text for r in records], vectors, settings,
+                                           docs=[r.doc_id for r in records])
     assert {records[i].id for i in hits} <= set(rotated) and read > len(records) // 2
     lone = [*[r.text for r in records], "Zyxqv plorbt wumble."]
     extra = np.vstack([vectors, rotation(vectors.shape[1], seed=8) @ vectors[0]])
@@ -130,10 +131,9 @@ def copies_scene(neighbour_texts: list[str]) -> tuple[list[str], np.ndarray]:
     and whose text shares its words with those records (its text neighbours in the main space). X is last."""
     rng = np.random.default_rng(3)
     dim = 16
-    noise = rng.normal(size=(30 + len(neighbour_texts), dim)) * 0.2
-    noise[:, :2] = 0.0  # nothing along X's axis (1), the main axis (0) set below
-    main = noise
-    main[:, 0] = 1.0
+    main = rng.normal(size=(30 + len(neighbour_texts), dim)) * 0.2
+    main[:, 1] = 0.0  # nothing along X's axis
+    main[:, 0] = 1.0  # the main axis
     x = np.zeros((1, dim))
     x[0, 1] = 1.0
     texts = [f"filler{i} padding{i} other{i} words{i}" for i in range(30)] + neighbour_texts
@@ -155,3 +155,13 @@ def test_copies_of_one_text_are_one_text_neighbour_not_the_evidence_of_another_s
     assert named.tolist() == [len(texts) - 1]
     named, _ = index_health.other_spaces(texts, vectors, IndexHealthConfig(min_neighbours=4))
     assert named.tolist() == []
+
+
+def test_the_chunks_of_one_document_are_one_piece_of_evidence():
+    """The document is the unit: three far text neighbours that are chunks of one long document (its own
+    vocabulary, chunk after chunk) do not name a record; from three documents they do. Before, each chunk counted."""
+    texts, vectors = copies_scene([f"ferry harbour island aground storm rescue {w}" for w in ("crew", "coast", "tug")])
+    one = [f"filler{i}" for i in range(30)] + ["manual"] * 3 + ["x"]
+    three = [f"filler{i}" for i in range(30)] + ["manual", "guide", "faq"] + ["x"]
+    assert index_health.other_spaces(texts, vectors, IndexHealthConfig(), docs=one)[0].tolist() == []
+    assert index_health.other_spaces(texts, vectors, IndexHealthConfig(), docs=three)[0].tolist() == [33]
